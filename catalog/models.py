@@ -1,0 +1,275 @@
+"""The device catalog, split into types and instances as NetBox does.
+
+Vendor → Architecture → Accelerator (a device type with its memory facts) → Configuration (an
+accelerator × a device count in a host with a driver) → Node (a real machine attached to vramplan,
+running a worker, with its verified inventory). Memory is always in bytes; GB = 1e9 B, GiB = 2**30 B.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Case, F, Q, When
+from django.db.models.functions import Coalesce
+
+from .choices import ConfigurationKind, CpuArchitecture, ProbeKind
+from .units import version_key
+
+
+class Vendor(models.Model):
+    slug = models.SlugField(max_length=32, unique=True)
+    name = models.CharField(max_length=64, unique=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Precision(models.Model):
+    """A numeric format with native tensor/matrix-core support (``fp8`` = OCP e4m3/e5m2)."""
+
+    slug = models.SlugField(max_length=32, unique=True)
+    description = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Architecture(models.Model):
+    vendor = models.ForeignKey(Vendor, on_delete=models.PROTECT, related_name="architectures")
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=64, unique=True)  # e.g. "Hopper (sm_90)"
+    family = models.CharField(max_length=64)  # e.g. "Hopper", "CDNA3"
+    # NVIDIA compute capability as (major, minor); AMD devices carry a gfx target instead.
+    compute_capability_major = models.PositiveSmallIntegerField(null=True, blank=True)
+    compute_capability_minor = models.PositiveSmallIntegerField(null=True, blank=True)
+    gfx_target = models.CharField(max_length=16, blank=True)
+    precisions = models.ManyToManyField(Precision, related_name="architectures", blank=True)
+
+    class Meta:
+        ordering = ["vendor__name", "compute_capability_major", "compute_capability_minor", "name"]
+        constraints = [
+            models.CheckConstraint(
+                name="architecture_cc_complete",
+                condition=Q(compute_capability_major__isnull=True, compute_capability_minor__isnull=True)
+                | Q(compute_capability_major__isnull=False, compute_capability_minor__isnull=False),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def compute_capability(self) -> str | None:
+        if self.compute_capability_major is None:
+            return None
+        return f"{self.compute_capability_major}.{self.compute_capability_minor}"
+
+
+class Accelerator(models.Model):
+    """A device type: one GPU model with its memory and compute facts, each traceable to a source."""
+
+    architecture = models.ForeignKey(Architecture, on_delete=models.PROTECT, related_name="accelerators")
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=128, unique=True)
+    marketed_memory_bytes = models.BigIntegerField(help_text="Capacity as marketed (GB = 1e9 bytes).")
+    usable_memory_bytes = models.BigIntegerField(
+        null=True, blank=True, help_text="Capacity a driver reports as usable, where a source or node verified it."
+    )
+    usable_memory_source = models.CharField(max_length=300, blank=True)
+    memory_type = models.CharField(max_length=32, blank=True)
+    memory_bandwidth_gbps = models.FloatField(null=True, blank=True, help_text="Peak bandwidth, decimal GB/s.")
+    dense_tflops = models.JSONField(
+        default=dict, blank=True, help_text="Peak dense TFLOPS per precision (int8 in TOPS); null = unsupported."
+    )
+    form_factor = models.CharField(max_length=120, blank=True)
+    interconnect = models.CharField(max_length=120, blank=True)
+    nvlink_bandwidth_gbps = models.FloatField(null=True, blank=True)
+    tdp_watts = models.PositiveIntegerField(null=True, blank=True)
+    max_devices_per_node = models.PositiveSmallIntegerField(default=8)
+    release_year = models.PositiveSmallIntegerField(null=True, blank=True)
+    source_url = models.URLField(max_length=500)
+    uncertain_fields = models.JSONField(default=list, blank=True)
+    notes = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["architecture__vendor__name", "name"]
+        constraints = [
+            models.CheckConstraint(name="accelerator_memory_positive", condition=Q(marketed_memory_bytes__gt=0)),
+            models.CheckConstraint(
+                name="accelerator_usable_memory_positive",
+                condition=Q(usable_memory_bytes__isnull=True) | Q(usable_memory_bytes__gt=0),
+            ),
+            models.CheckConstraint(name="accelerator_max_devices_positive", condition=Q(max_devices_per_node__gte=1)),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class CudaToolkit(models.Model):
+    """CUDA toolkit release → the Linux driver it needs (NVIDIA release notes, Tables 2 and 3)."""
+
+    version = models.CharField(max_length=16, unique=True)  # "12.4.1"
+    version_key = models.PositiveBigIntegerField(editable=False, db_index=True)
+    label = models.CharField(max_length=40, blank=True)  # "12.4 Update 1"
+    family = models.CharField(max_length=8)  # "12.x"
+    min_driver_linux = models.CharField(max_length=24, help_text="Driver shipped with the toolkit (full features).")
+    min_driver_linux_key = models.PositiveBigIntegerField(editable=False)
+    minor_compat_min_driver_linux = models.CharField(
+        max_length=24, blank=True, help_text="Floor for minor-version compatibility within the family."
+    )
+    minor_compat_min_driver_linux_key = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    source_url = models.CharField(max_length=500, blank=True)
+    uncertain = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-version_key"]
+
+    def __str__(self) -> str:
+        return f"CUDA {self.version}"
+
+    def save(self, *args, **kwargs) -> None:
+        self.version_key = version_key(self.version)
+        self.min_driver_linux_key = version_key(self.min_driver_linux)
+        self.minor_compat_min_driver_linux_key = (
+            version_key(self.minor_compat_min_driver_linux) if self.minor_compat_min_driver_linux else None
+        )
+        super().save(*args, **kwargs)
+
+
+class PyTorchWheel(models.Model):
+    """A PyTorch wheel variant (torch version × CUDA variant) and the compute capabilities it ships SASS for."""
+
+    torch_versions = models.CharField(max_length=32)  # "2.12-2.14"
+    variant = models.CharField(max_length=16)  # "cu128"
+    cuda_version = models.CharField(max_length=16)  # "12.8"
+    compute_capabilities = models.JSONField(default=list)  # ["7.5", "8.0", ...]
+    embeds_ptx = models.BooleanField(default=False)
+    source = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["torch_versions", "variant"]
+        constraints = [
+            models.UniqueConstraint(fields=["torch_versions", "variant"], name="pytorch_wheel_unique_variant"),
+        ]
+
+    def __str__(self) -> str:
+        return f"torch {self.torch_versions}+{self.variant}"
+
+
+class ConfigurationQuerySet(models.QuerySet):
+    def with_memory(self) -> ConfigurationQuerySet:
+        """Annotate per-device and total memory (bytes): the accelerator's capacity, or host RAM for CPU nodes."""
+        per_device = Case(
+            When(kind=ConfigurationKind.CPU, then=F("host_ram_bytes")),
+            default=F("accelerator__marketed_memory_bytes"),
+            output_field=models.BigIntegerField(),
+        )
+        usable = Case(
+            When(kind=ConfigurationKind.CPU, then=F("host_ram_bytes")),
+            default=Coalesce(F("accelerator__usable_memory_bytes"), F("accelerator__marketed_memory_bytes")),
+            output_field=models.BigIntegerField(),
+        )
+        return self.annotate(
+            per_device_memory_bytes=per_device,
+            total_memory_bytes=per_device * F("device_count"),
+            usable_memory_bytes=usable,
+        )
+
+
+class Configuration(models.Model):
+    """An orderable machine: an accelerator × device count in a host with a driver (or a CPU-only host)."""
+
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=160, unique=True)
+    kind = models.CharField(max_length=8, choices=ConfigurationKind.choices, default=ConfigurationKind.GPU)
+    accelerator = models.ForeignKey(
+        Accelerator, on_delete=models.PROTECT, related_name="configurations", null=True, blank=True
+    )
+    device_count = models.PositiveSmallIntegerField(default=1)
+    nvlink_domain_size = models.PositiveSmallIntegerField(
+        default=1, help_text="Devices joined by NVLink/NVSwitch (1 = no peer links)."
+    )
+    host_cpu_architecture = models.CharField(
+        max_length=16, choices=CpuArchitecture.choices, default=CpuArchitecture.X86_64
+    )
+    vcpus = models.PositiveIntegerField()
+    host_ram_bytes = models.BigIntegerField()
+    disk_bytes = models.BigIntegerField()
+    driver_version = models.CharField(max_length=24, blank=True, help_text="Installed NVIDIA/ROCm driver.")
+    driver_version_key = models.PositiveBigIntegerField(default=0, editable=False, db_index=True)
+    hourly_price_usd = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
+    notes = models.TextField(blank=True)
+
+    objects = ConfigurationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["kind", "accelerator__name", "device_count", "driver_version_key"]
+        constraints = [
+            models.CheckConstraint(name="configuration_device_count_positive", condition=Q(device_count__gte=1)),
+            models.CheckConstraint(name="configuration_host_ram_positive", condition=Q(host_ram_bytes__gt=0)),
+            models.CheckConstraint(name="configuration_disk_positive", condition=Q(disk_bytes__gt=0)),
+            models.CheckConstraint(name="configuration_vcpus_positive", condition=Q(vcpus__gte=1)),
+            models.CheckConstraint(
+                name="configuration_nvlink_domain_within_devices",
+                condition=Q(nvlink_domain_size__gte=1) & Q(nvlink_domain_size__lte=F("device_count")),
+            ),
+            models.CheckConstraint(
+                name="configuration_kind_matches_accelerator",
+                condition=Q(kind=ConfigurationKind.GPU, accelerator__isnull=False)
+                | Q(kind=ConfigurationKind.CPU, accelerator__isnull=True),
+            ),
+            models.CheckConstraint(
+                name="configuration_price_non_negative",
+                condition=Q(hourly_price_usd__isnull=True) | Q(hourly_price_usd__gte=0),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args, **kwargs) -> None:
+        self.driver_version_key = version_key(self.driver_version) if self.driver_version else 0
+        super().save(*args, **kwargs)
+
+    @property
+    def driver_branch(self) -> str:
+        """``R550`` for driver 550.54.15; empty for CPU hosts."""
+        return f"R{self.driver_version.split('.')[0]}" if self.driver_version else ""
+
+
+class Node(models.Model):
+    """A real machine with a vramplan worker; its inventory is what NVML (or the host probe) reported."""
+
+    name = models.CharField(max_length=128, unique=True)
+    configuration = models.ForeignKey(
+        Configuration, on_delete=models.PROTECT, related_name="nodes", null=True, blank=True
+    )
+    probe = models.CharField(max_length=8, choices=ProbeKind.choices, default=ProbeKind.HOST)
+    hostname = models.CharField(max_length=255, blank=True)
+    inventory = models.JSONField(default=dict, blank=True)
+    device_count = models.PositiveSmallIntegerField(default=0)
+    verified_usable_memory_bytes = models.BigIntegerField(
+        null=True, blank=True, help_text="Smallest total memory a device on this node reports (bytes)."
+    )
+    driver_version = models.CharField(max_length=24, blank=True)
+    cuda_driver_version = models.CharField(max_length=16, blank=True)
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                name="node_verified_memory_positive",
+                condition=Q(verified_usable_memory_bytes__isnull=True) | Q(verified_usable_memory_bytes__gt=0),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name

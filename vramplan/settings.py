@@ -1,0 +1,228 @@
+"""Django settings, read from the environment (12-factor).
+
+Every variable is listed in ``.env.example`` and the README. A bad value stops the process at start
+with a message that names the variable, instead of failing later in a request.
+"""
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"  # local state of the embedded default: SQLite file, broker folders
+
+env = environ.Env()
+if (BASE_DIR / ".env").exists():
+    environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_bool(name: str, default: bool) -> bool:
+    """A strict boolean: ``banana`` is an error, not a silent False."""
+    raw = env.str(name, default=str(int(default))).strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use one of 1/0, true/false, yes/no, on/off.")
+
+
+def env_int(name: str, default: int, minimum: int = 0) -> int:
+    raw = env.str(name, default=str(default)).strip()
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer.") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}.")
+    return value
+
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is required when DJANGO_DEBUG is off (set DJANGO_DEBUG=1 for local development)."
+        )
+    SECRET_KEY = "insecure-development-key-only-used-with-DJANGO_DEBUG-on"  # noqa: S105
+
+ALLOWED_HOSTS = [h.strip() for h in env.str("ALLOWED_HOSTS", default="localhost,127.0.0.1,[::1]").split(",")]
+if any(not h for h in ALLOWED_HOSTS):
+    raise ImproperlyConfigured("ALLOWED_HOSTS has an empty entry; give a comma-separated list of host names.")
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in env.str("CSRF_TRUSTED_ORIGINS", default="").split(",") if o.strip()]
+
+
+def _database(url: str) -> dict:
+    try:
+        config = environ.Env.db_url_config(url)
+    except (ImproperlyConfigured, KeyError, ValueError) as exc:
+        raise ImproperlyConfigured(
+            f"DATABASE_URL={url!r} is not a usable database URL ({exc}); "
+            "use postgres://USER@HOST:PORT/NAME or sqlite:////absolute/path.sqlite3."
+        ) from None
+    engine = config.get("ENGINE", "")
+    if engine not in {"django.db.backends.postgresql", "django.db.backends.sqlite3"}:
+        raise ImproperlyConfigured(f"DATABASE_URL={url!r}: vramplan supports PostgreSQL and SQLite, not {engine!r}.")
+    if engine.endswith("postgresql"):
+        config.setdefault("CONN_MAX_AGE", env_int("DATABASE_CONN_MAX_AGE", 60))
+        config["CONN_HEALTH_CHECKS"] = True
+    return config
+
+
+DATABASE_URL = env.str("DATABASE_URL", default="")
+if not DATABASE_URL:
+    VAR_DIR.mkdir(exist_ok=True)
+    DATABASE_URL = f"sqlite:///{VAR_DIR / 'vramplan.sqlite3'}"
+DATABASES = {"default": _database(DATABASE_URL)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "catalog",
+    "budgets",
+    "measurements",
+    "workers",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "vramplan.urls"
+WSGI_APPLICATION = "vramplan.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "vramplan" / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "vramplan.api.exception_handler",
+    "DEFAULT_THROTTLE_RATES": {"user": env.str("API_THROTTLE_RATE", default="600/minute")},
+    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "vramplan API",
+    "DESCRIPTION": (
+        "GPU hardware selection with measured evidence: the device catalog, memory budgets, "
+        "recommendations and acceptance measurements. Memory is always in bytes unless a field says otherwise."
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {},
+}
+
+# Celery: the database holds job state; the broker only carries messages. With no
+# CELERY_BROKER_URL the embedded default is kombu's filesystem transport, which needs no server.
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
+if not CELERY_BROKER_URL.split("://", 1)[0] in {"filesystem", "redis", "rediss", "memory"}:
+    raise ImproperlyConfigured(
+        f"CELERY_BROKER_URL={CELERY_BROKER_URL!r}: use redis://HOST:PORT/DB, or leave it unset for the "
+        "embedded filesystem transport."
+    )
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _broker_dir = Path(env.str("CELERY_FILESYSTEM_DIR", default=str(VAR_DIR / "broker")))
+    for _sub in ("queue", "processed"):
+        (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TIMEZONE = "UTC"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "node-heartbeat": {
+        "task": "workers.tasks.node_heartbeat",
+        "schedule": float(env_int("NODE_HEARTBEAT_SECONDS", 60, minimum=5)),
+    },
+}
+
+# The node this process runs on, when it is a worker (name shown in the catalog's node list).
+VRAMPLAN_NODE_NAME = env.str("VRAMPLAN_NODE_NAME", default="")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+}
+
+if not DEBUG:
+    SESSION_COOKIE_HTTPONLY = True
+    CSRF_COOKIE_HTTPONLY = True
+    X_FRAME_OPTIONS = "DENY"
+    SECURE_CONTENT_TYPE_NOSNIFF = True
