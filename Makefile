@@ -1,0 +1,53 @@
+# vramplan — two commands: `make run` (set up and start) and `make test` (set up and test).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+
+.PHONY: run test install dev-install lint migrate catalog worker bench-speed bench-accuracy schema clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "vramplan needs Python >= 3.11, found " + sys.version.split()[0])'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	@touch $@
+
+$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+
+dev-install: $(VENV)/.dev-installed
+
+## make run: a fresh machine with Python >= 3.11 and make → API, admin and one local Celery worker.
+run: install
+	@DJANGO_DEBUG=$${DJANGO_DEBUG:-1} HOST=$(HOST) PORT=$(PORT) BIN=$(BIN) ./scripts/run.sh
+
+## make test: ruff, the import-linter contract, then pytest (PostgreSQL/Redis when DATABASE_URL/CELERY_BROKER_URL say so).
+test: dev-install
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+	DJANGO_SECRET_KEY=$${DJANGO_SECRET_KEY:-test-only-not-a-secret} $(BIN)/python -m pytest; \
+	  rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; exit 1; fi; exit $$rc
+
+lint: dev-install
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+
+schema: install
+	DJANGO_DEBUG=1 $(BIN)/python manage.py spectacular --validate --fail-on-warn --file var/openapi.yaml
+
+bench-speed: install
+	$(BIN)/python -m benchmarks.speed.estimate_speed
+
+bench-accuracy: install
+	$(BIN)/pip install --quiet 'torch==2.13.0' && $(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/python -m benchmarks.accuracy
+
+clean:
+	rm -rf var $(VENV)

@@ -1,0 +1,123 @@
+"""Workloads in the admin: the stored description, and the budget as a table and a stacked bar."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from catalog.units import format_bytes
+
+from . import services
+from .models import Workload
+
+COMPONENT_COLOURS = {
+    "weights": "#4e79a7",
+    "activations": "#f28e2b",
+    "kv_cache": "#e15759",
+    "gradients": "#76b7b2",
+    "optimizer_state": "#59a14f",
+    "workspace": "#edc948",
+    "runtime": "#b07aa1",
+    "fragmentation": "#9c755f",
+}
+
+
+@admin.register(Workload)
+class WorkloadAdmin(admin.ModelAdmin):
+    list_display = ["name", "owner", "task", "model_label", "peak", "device_count", "estimated_at"]
+    list_filter = ["task", "model_label"]
+    search_fields = ["name", "model_label", "owner__username"]
+    list_select_related = ["owner"]
+    readonly_fields = ["budget_bar", "budget_table", "assumptions", "pretty_description", "estimated_at"]
+    fields = ["name", "owner", "task", "model_label", "budget_bar", "budget_table", "assumptions",
+              "pretty_description", "estimated_at"]
+    actions = ["reestimate"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Workload]:
+        return super().get_queryset(request).visible_to(request.user)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # workloads come through the API or `manage.py estimate`, validated by the engine
+
+    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return [*self.readonly_fields, "owner", "task", "model_label"]
+
+    @admin.display(description="peak per device", ordering="peak_bytes")
+    def peak(self, obj: Workload) -> str:
+        return format_bytes(obj.peak_bytes) if obj.peak_bytes is not None else "—"
+
+    @staticmethod
+    def _components(obj: Workload) -> dict[str, dict]:
+        return (obj.budget or {}).get("per_device", {}).get("components", {})
+
+    @admin.display(description="budget per device")
+    def budget_bar(self, obj: Workload) -> SafeString | str:
+        components = self._components(obj)
+        total = sum(c["bytes"] for c in components.values()) or 1
+        segments = format_html_join(
+            "",
+            '<div title="{}: {}" style="width:{}%;background:{};height:100%;float:left"></div>',
+            (
+                (name, format_bytes(c["bytes"]), f"{100 * c['bytes'] / total:.3f}", COMPONENT_COLOURS.get(name, "#999"))
+                for name, c in components.items()
+                if c["bytes"] > 0
+            ),
+        )
+        legend = format_html_join(
+            " ",
+            '<span style="white-space:nowrap"><span style="display:inline-block;width:.8em;height:.8em;'
+            'background:{}"></span> {}</span>',
+            ((COMPONENT_COLOURS.get(name, "#999"), name) for name, c in components.items() if c["bytes"] > 0),
+        )
+        phase = (obj.budget or {}).get("per_device", {}).get("peak_phase", "")
+        return format_html(
+            '<div style="width:40em;height:1.6em;border:1px solid #888">{}</div><div>{}</div>'
+            "<div>Peak {} set by phase <b>{}</b> (the stacked bar shows each component's own peak).</div>",
+            segments,
+            legend,
+            self.peak(obj),
+            phase or "—",
+        )
+
+    @admin.display(description="components")
+    def budget_table(self, obj: Workload) -> SafeString | str:
+        components = self._components(obj)
+        if not components:
+            return "—"
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (name, format_bytes(c["bytes"]), format_bytes(c["low"]), format_bytes(c["high"]), c.get("note", ""))
+                for name, c in components.items()
+            ),
+        )
+        total = (obj.budget or {}).get("per_device", {}).get("total", {})
+        return format_html(
+            "<table><thead><tr><th>component</th><th>expected</th><th>low</th><th>high</th><th>note</th></tr>"
+            "</thead><tbody>{}<tr><th>peak</th><th>{}</th><th>{}</th><th>{}</th><th></th></tr></tbody></table>",
+            rows,
+            format_bytes(total.get("bytes", 0)),
+            format_bytes(total.get("low", 0)),
+            format_bytes(total.get("high", 0)),
+        )
+
+    @admin.display(description="assumptions")
+    def assumptions(self, obj: Workload) -> SafeString | str:
+        items = (obj.budget or {}).get("assumptions", [])
+        return format_html("<ul>{}</ul>", format_html_join("", "<li>{}</li>", ((a,) for a in items))) if items else "—"
+
+    @admin.display(description="description (JSON)")
+    def pretty_description(self, obj: Workload) -> SafeString:
+        return format_html("<pre>{}</pre>", json.dumps(obj.description, indent=2))
+
+    @admin.action(description="Re-estimate the selected workloads")
+    def reestimate(self, request: HttpRequest, queryset: QuerySet[Workload]) -> None:
+        for workload in queryset:
+            services.workload_reestimate(workload)
+        self.message_user(request, f"Re-estimated {queryset.count()} workload(s).", messages.SUCCESS)

@@ -1,0 +1,121 @@
+"""Budget endpoints: stateless estimate, owner-scoped stored workloads, and the model presets.
+
+Thin adapters: the request body is validated by the engine's pydantic ``Workload`` (errors become
+400s naming each field, see vramplan.api.exception_handler); the services do the rest.
+"""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ParseError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from vramplan.openapi import BAD_REQUEST, NOT_FOUND, UNAUTHORIZED
+
+from .. import services
+from ..engine import Workload as WorkloadSpec
+from ..engine import load_presets
+from ..models import Workload
+from .serializers import BudgetSerializer, ModelPresetSerializer, WorkloadSerializer
+
+WORKLOAD_BODY = WorkloadSpec  # drf-spectacular renders the pydantic model's JSON Schema
+
+
+def _body(request: Request) -> object:
+    if not isinstance(request.data, dict):
+        raise ParseError("The body must be a JSON object: a workload description (see /api/docs/).")
+    return request.data
+
+
+class EstimateView(APIView):
+    @extend_schema(
+        operation_id="estimate",
+        tags=["budgets"],
+        request=WORKLOAD_BODY,
+        responses={200: BudgetSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED},
+        description="Budget a workload without storing it: per-device memory by component, at the peak.",
+    )
+    def post(self, request: Request) -> Response:
+        spec = services.workload_validate(_body(request))
+        return Response(services.budget_estimate(spec))
+
+
+@extend_schema(tags=["budgets"])
+class WorkloadViewSet(
+    mixins.CreateModelMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Your stored workloads (staff see everyone's); each keeps its latest budget."""
+
+    serializer_class = WorkloadSerializer
+    filterset_fields = ["task"]
+    ordering_fields = ["created_at", "peak_bytes", "name"]
+
+    def get_queryset(self) -> QuerySet[Workload]:
+        return Workload.objects.visible_to(self.request.user).select_related("owner")
+
+    @extend_schema(
+        request=WORKLOAD_BODY,
+        responses={201: WorkloadSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED},
+    )
+    def create(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
+        workload = services.workload_create(owner=request.user, data=_body(request))
+        return Response(self.get_serializer(workload).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={200: WorkloadSerializer(many=True), 400: BAD_REQUEST, 401: UNAUTHORIZED})
+    def list(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(responses={200: WorkloadSerializer, 401: UNAUTHORIZED, 404: NOT_FOUND})
+    def retrieve(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
+        return super().retrieve(request, *args, **kwargs)
+
+    @extend_schema(responses={204: None, 401: UNAUTHORIZED, 404: NOT_FOUND})
+    def destroy(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
+        return super().destroy(request, *args, **kwargs)
+
+    @extend_schema(
+        operation_id="workloads_budget",
+        responses={200: BudgetSerializer, 401: UNAUTHORIZED, 404: OpenApiResponse(description="Not yours, or none.")},
+    )
+    @action(detail=True, methods=["get"])
+    def budget(self, request: Request, pk: str | None = None) -> Response:
+        return Response(self.get_object().budget)
+
+
+@extend_schema(tags=["budgets"])
+class ModelPresetViewSet(viewsets.ViewSet):
+    """The model presets shipped in fixtures/model_presets.json, with exact parameter counts and sources."""
+
+    lookup_value_regex = r"[a-z0-9][a-z0-9.\-_]*"
+
+    @staticmethod
+    def _row(preset) -> dict:  # type: ignore[no-untyped-def]
+        return {
+            "id": preset.id,
+            "display_name": preset.display_name,
+            "model_type": preset.spec.model_type,
+            "parameter_count": preset.parameter_count,
+            "hf_repo": preset.hf_repo,
+            "source": preset.source,
+            "config_verbatim_status": preset.config_verbatim_status,
+        }
+
+    @extend_schema(responses={200: ModelPresetSerializer(many=True), 401: UNAUTHORIZED})
+    def list(self, request: Request) -> Response:
+        return Response([self._row(p) for p in load_presets().values()])
+
+    @extend_schema(responses={200: ModelPresetSerializer, 401: UNAUTHORIZED, 404: NOT_FOUND})
+    def retrieve(self, request: Request, pk: str | None = None) -> Response:
+        preset = load_presets().get(pk or "")
+        if preset is None:
+            return Response({"detail": f"No model preset {pk!r}."}, status=status.HTTP_404_NOT_FOUND)
+        return Response(self._row(preset))

@@ -1,0 +1,229 @@
+"""The catalog in the admin: memory in GB and GiB, sources and uncertain fields in plain sight.
+
+Every changelist selects its relations up front, so its query count stays constant as rows grow
+(tests/catalog/test_admin.py proves it).
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html
+
+from .choices import MEMORY_BANDS_GB
+from .models import Accelerator, Architecture, Configuration, CudaToolkit, Node, Precision, PyTorchWheel, Vendor
+from .units import format_bytes
+
+
+def _memory(value: int | None) -> str:
+    return format_bytes(value) if value else "—"
+
+
+class MemoryBandFilter(admin.SimpleListFilter):
+    """Per-device marketed memory in bands (GB = 1e9 B)."""
+
+    title = "memory per device"
+    parameter_name = "memory_band"
+    field = "marketed_memory_bytes"
+
+    def lookups(self, request, model_admin):  # type: ignore[no-untyped-def]
+        return [(slug, label) for slug, label, _, _ in MEMORY_BANDS_GB]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        for slug, _, low, high in MEMORY_BANDS_GB:
+            if self.value() == slug:
+                condition = Q(**{f"{self.field}__gte": low * 10**9})
+                if high is not None:
+                    condition &= Q(**{f"{self.field}__lt": high * 10**9})
+                return queryset.filter(condition)
+        return queryset
+
+
+class ConfigurationMemoryBandFilter(MemoryBandFilter):
+    field = "accelerator__marketed_memory_bytes"
+
+
+class DriverBranchFilter(admin.SimpleListFilter):
+    title = "driver branch"
+    parameter_name = "driver_branch"
+
+    def lookups(self, request, model_admin):  # type: ignore[no-untyped-def]
+        versions = Configuration.objects.exclude(driver_version="").values_list("driver_version", flat=True)
+        branches = sorted({v.split(".")[0] for v in versions}, key=int)
+        return [(b, f"R{b}") for b in branches]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value():
+            return queryset.filter(driver_version__startswith=f"{self.value()}.")
+        return queryset
+
+
+@admin.register(Vendor)
+class VendorAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug"]
+    search_fields = ["name", "slug"]
+
+
+@admin.register(Precision)
+class PrecisionAdmin(admin.ModelAdmin):
+    list_display = ["slug", "description"]
+    search_fields = ["slug"]
+
+
+@admin.register(Architecture)
+class ArchitectureAdmin(admin.ModelAdmin):
+    list_display = ["name", "vendor", "family", "compute_capability", "gfx_target", "precision_list"]
+    list_filter = ["vendor", "family", "precisions"]
+    search_fields = ["name", "family", "gfx_target"]
+    list_select_related = ["vendor"]
+    filter_horizontal = ["precisions"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Architecture]:
+        return super().get_queryset(request).prefetch_related("precisions")
+
+    @admin.display(description="native precisions")
+    def precision_list(self, obj: Architecture) -> str:
+        return ", ".join(p.slug for p in obj.precisions.all())
+
+
+@admin.register(Accelerator)
+class AcceleratorAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "vendor",
+        "architecture",
+        "memory",
+        "usable_memory",
+        "memory_type",
+        "memory_bandwidth_gbps",
+        "uncertain",
+        "source",
+    ]
+    list_filter = [
+        ("architecture__vendor", admin.RelatedOnlyFieldListFilter),
+        ("architecture", admin.RelatedOnlyFieldListFilter),
+        MemoryBandFilter,
+        "architecture__precisions",
+    ]
+    search_fields = ["name", "slug", "architecture__name", "architecture__family", "form_factor"]
+    list_select_related = ["architecture__vendor"]
+    readonly_fields = ["memory", "usable_memory"]
+    fieldsets = [
+        (None, {"fields": ["name", "slug", "architecture", "form_factor", "release_year"]}),
+        (
+            "Memory",
+            {
+                "fields": [
+                    "marketed_memory_bytes",
+                    "memory",
+                    "usable_memory_bytes",
+                    "usable_memory",
+                    "usable_memory_source",
+                    "memory_type",
+                    "memory_bandwidth_gbps",
+                ]
+            },
+        ),
+        ("Compute and links", {"fields": ["dense_tflops", "interconnect", "nvlink_bandwidth_gbps", "tdp_watts"]}),
+        ("Evidence", {"fields": ["source_url", "uncertain_fields", "notes", "max_devices_per_node"]}),
+    ]
+
+    @admin.display(description="vendor", ordering="architecture__vendor__name")
+    def vendor(self, obj: Accelerator) -> str:
+        return obj.architecture.vendor.name
+
+    @admin.display(description="memory (marketed)", ordering="marketed_memory_bytes")
+    def memory(self, obj: Accelerator) -> str:
+        return _memory(obj.marketed_memory_bytes)
+
+    @admin.display(description="usable (verified)", ordering="usable_memory_bytes")
+    def usable_memory(self, obj: Accelerator) -> str:
+        return _memory(obj.usable_memory_bytes)
+
+    @admin.display(description="uncertain fields")
+    def uncertain(self, obj: Accelerator) -> str:
+        return ", ".join(obj.uncertain_fields) or "—"
+
+    @admin.display(description="source")
+    def source(self, obj: Accelerator) -> str:
+        return format_html('<a href="{}" rel="noopener noreferrer" target="_blank">source</a>', obj.source_url)
+
+
+@admin.register(Configuration)
+class ConfigurationAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "accelerator",
+        "device_count",
+        "per_device_memory",
+        "total_memory",
+        "nvlink_domain_size",
+        "host_cpu_architecture",
+        "driver_version",
+        "hourly_price_usd",
+    ]
+    list_filter = [
+        "kind",
+        ("accelerator__architecture__vendor", admin.RelatedOnlyFieldListFilter),
+        ("accelerator__architecture", admin.RelatedOnlyFieldListFilter),
+        ConfigurationMemoryBandFilter,
+        "accelerator__architecture__precisions",
+        DriverBranchFilter,
+        "device_count",
+        "host_cpu_architecture",
+    ]
+    search_fields = ["name", "slug", "accelerator__name", "driver_version"]
+    list_select_related = ["accelerator__architecture__vendor"]
+    autocomplete_fields = ["accelerator"]
+    readonly_fields = ["per_device_memory", "total_memory", "driver_branch"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Configuration]:
+        return super().get_queryset(request).with_memory()
+
+    @admin.display(description="per device", ordering="per_device_memory_bytes")
+    def per_device_memory(self, obj: Configuration) -> str:
+        return _memory(getattr(obj, "per_device_memory_bytes", None))
+
+    @admin.display(description="total", ordering="total_memory_bytes")
+    def total_memory(self, obj: Configuration) -> str:
+        return _memory(getattr(obj, "total_memory_bytes", None))
+
+
+@admin.register(CudaToolkit)
+class CudaToolkitAdmin(admin.ModelAdmin):
+    list_display = ["version", "label", "family", "min_driver_linux", "minor_compat_min_driver_linux", "uncertain"]
+    list_filter = ["family", "uncertain"]
+    search_fields = ["version", "label"]
+
+
+@admin.register(PyTorchWheel)
+class PyTorchWheelAdmin(admin.ModelAdmin):
+    list_display = ["torch_versions", "variant", "cuda_version", "capabilities", "embeds_ptx"]
+    list_filter = ["variant", "embeds_ptx"]
+
+    @admin.display(description="compute capabilities")
+    def capabilities(self, obj: PyTorchWheel) -> str:
+        return ", ".join(obj.compute_capabilities)
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "configuration",
+        "probe",
+        "device_count",
+        "verified_memory",
+        "driver_version",
+        "cuda_driver_version",
+        "last_heartbeat_at",
+    ]
+    list_filter = ["probe", ("configuration", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["name", "hostname"]
+    list_select_related = ["configuration"]
+    readonly_fields = ["inventory", "last_heartbeat_at", "created_at"]
+
+    @admin.display(description="verified memory per device", ordering="verified_usable_memory_bytes")
+    def verified_memory(self, obj: Node) -> str:
+        return _memory(obj.verified_usable_memory_bytes)
