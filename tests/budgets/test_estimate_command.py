@@ -1,0 +1,62 @@
+"""`manage.py estimate FILE`: prints exactly the contract's budget object for every example workload."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "fixtures" / "workloads").glob("*.json"))
+
+
+def test_there_are_example_workloads() -> None:
+    assert len(EXAMPLES) >= 8
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_json_output_is_the_budget_alone(path) -> None:  # type: ignore[no-untyped-def]
+    out = StringIO()
+    call_command("estimate", str(path), "--format", "json", stdout=out)
+    budget = json.loads(out.getvalue())  # the whole of stdout is one JSON object
+    assert budget["workload"] == json.loads(path.read_text()).get("name", "workload")
+    assert set(budget["per_device"]["components"]) == {
+        "weights", "activations", "kv_cache", "gradients", "optimizer_state", "workspace", "runtime", "fragmentation"
+    }
+
+
+@pytest.mark.parametrize("path", EXAMPLES[:3], ids=lambda p: p.stem)
+def test_table_output_shows_both_units(path) -> None:  # type: ignore[no-untyped-def]
+    out = StringIO()
+    call_command("estimate", str(path), "--format", "table", stdout=out)
+    assert "GiB" in out.getvalue() and "GB" in out.getvalue()
+
+
+def test_bad_file_names_the_field(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"task": "inference", "model": {"preset": "llama-3.1-8b"},
+                               "inference": {"concurrent_sessions": 0}}))
+    with pytest.raises(CommandError, match="inference.concurrent_sessions"):
+        call_command("estimate", str(bad))
+    (tmp_path / "nojson.json").write_text("{")
+    with pytest.raises(CommandError, match="not JSON"):
+        call_command("estimate", str(tmp_path / "nojson.json"))
+    with pytest.raises(CommandError, match="cannot read"):
+        call_command("estimate", str(tmp_path / "missing.json"))
+
+
+def test_real_process_stdout_is_pure_json() -> None:
+    result = subprocess.run(
+        [sys.executable, "manage.py", "estimate", str(EXAMPLES[0])],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "DJANGO_DEBUG": "1"},
+    )
+    assert result.returncode == 0, result.stderr
+    json.loads(result.stdout)
