@@ -1,0 +1,241 @@
+"""Accuracy benchmark: measured CPU tensor peaks vs the budget engine's current estimates.
+
+    python -m benchmarks.accuracy                 # table from results.json vs current estimates
+    python -m benchmarks.accuracy --no-check      # same, always exit 0
+    python -m benchmarks.accuracy --measure       # re-measure every case, rewrite results.json
+    python -m benchmarks.accuracy --measure --case ID [--case ID ...]
+
+Exit status: 0 when the targets hold (median |error| <= 3 %, max |error| <= 8 %), 1 otherwise
+(including when the engine cannot be imported or fails on a case); --no-check always exits 0.
+The printed report is also written to RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.accuracy.cases import CASES, case_by_id, case_ids
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results.json"
+RESULTS_MD = HERE / "RESULTS.md"
+TARGET_MEDIAN = 3.0
+TARGET_MAX = 8.0
+
+MEASURED_TO_COMPONENT = {
+    "weights": "weights",
+    "kv_cache": "kv_cache",
+    "gradients": "gradients",
+    "optimizer_state": "optimizer_state",
+}
+
+
+def load_results() -> dict:
+    if RESULTS.exists():
+        return json.loads(RESULTS.read_text())
+    return {"meta": {}, "cases": {}}
+
+
+def measure(ids: list[str]) -> dict:
+    from benchmarks.accuracy.measure import measure_in_subprocess
+
+    data = load_results()
+    t0 = time.time()
+    for cid in ids:
+        t = time.time()
+        print(f"measuring {cid} ...", end=" ", flush=True)
+        res = measure_in_subprocess(cid)
+        data["cases"][cid] = res
+        print(f"{res['measured_peak_bytes']:,} B  ({time.time() - t:.1f} s)", flush=True)
+    total = time.time() - t0
+    order = {c: i for i, c in enumerate(case_ids())}
+    data["cases"] = dict(sorted(data["cases"].items(), key=lambda kv: order.get(kv[0], 1_000)))
+    any_case = next(iter(data["cases"].values()))
+    data["meta"] = {
+        "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": "python -m benchmarks.accuracy --measure"
+        + ("" if len(ids) == len(CASES) else " " + " ".join(f"--case {i}" for i in ids)),
+        "last_run_cases": len(ids),
+        "last_run_seconds": round(total, 1),
+        "suite_seconds": round(sum(c.get("process_seconds", 0) for c in data["cases"].values()), 1),
+        "versions": any_case.get("versions"),
+        "threads": any_case.get("threads"),
+        "method": "torch.profiler CPU [memory] events replayed in time order; profiler started before "
+        "the model is built; peak over the measured window incl. everything live at its start",
+    }
+    RESULTS.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"measured {len(ids)} case(s) in {total:.1f} s -> {RESULTS.relative_to(HERE.parents[1])}")
+    return data
+
+
+def scenario(w: dict) -> str:
+    c = w["model"]["hf_config"]
+    mt = c["model_type"]
+    layers = c.get("num_hidden_layers", c.get("n_layer"))
+    hidden = c.get("hidden_size", c.get("n_embd"))
+    heads = c.get("num_attention_heads", c.get("n_head"))
+    kv = c.get("num_key_value_heads", heads)
+    experts = c.get("num_local_experts", c.get("num_experts"))
+    arch = f"{mt} L{layers} h{hidden} {heads}/{kv}kv V{c['vocab_size'] // 1000}k"
+    if experts:
+        arch += f" E{experts}k{c.get('num_experts_per_tok')}"
+    if c.get("tie_word_embeddings"):
+        arch += " tied"
+    p = w["precision"]["weights"]
+    attn = w["runtime"]["attention"]
+    if w["task"] == "inference":
+        i = w["inference"]
+        return (
+            f"gen {arch} {p} {attn} B{i['concurrent_sessions']} "
+            f"{i['max_input_tokens']}+{i['max_output_tokens']} {i['kv_cache_layout']}"
+        )
+    t = w["training"]
+    ck = " ckpt" if t["activation_checkpointing"] != "none" else ""
+    return f"train {arch} {p} {attn} {t['optimizer']} {t['micro_batch_size']}x{t['sequence_length']}{ck}"
+
+
+def engine_estimates() -> tuple[dict, str | None]:
+    try:
+        from budgets.engine import Workload, estimate
+    except Exception as exc:  # the engine may not exist yet
+        return {}, f"budgets.engine unavailable ({type(exc).__name__}: {exc})"
+    out = {}
+    for w in CASES:
+        try:
+            out[w["name"]] = estimate(Workload.model_validate(w)).as_contract()
+        except Exception as exc:
+            out[w["name"]] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"}
+    return out, None
+
+
+def mb(x: int | float) -> str:
+    return f"{x / 1e6:,.1f}"
+
+
+def report(data: dict) -> tuple[str, bool]:
+    est, why = engine_estimates()
+    lines = []
+    lines.append("| case | scenario | measured peak B | estimated B | low - high B | error % | in range |")
+    lines.append("|---|---|---:|---:|---:|---:|:---:|")
+    errs = []
+    failures = []
+    for w in CASES:
+        cid = w["name"]
+        m = data["cases"].get(cid)
+        meas = m["measured_peak_bytes"] if m else None
+        ms = f"{meas:,}" if meas is not None else "not measured"
+        e = est.get(cid)
+        if e is None:
+            row = [cid, scenario(w), ms, "-", "-", "-", "-"]
+        elif "error" in e:
+            row = [cid, scenario(w), ms, "error", e["error"], "-", "-"]
+            failures.append(cid)
+        else:
+            tot = e["per_device"]["total"]
+            if meas is None:
+                rng = f"{tot['low']:,} - {tot['high']:,}"
+                row = [cid, scenario(w), ms, f"{tot['bytes']:,}", rng, "-", "-"]
+            else:
+                err = (tot["bytes"] - meas) / meas * 100
+                errs.append(abs(err))
+                inr = tot["low"] <= meas <= tot["high"]
+                row = [
+                    cid,
+                    scenario(w),
+                    ms,
+                    f"{tot['bytes']:,}",
+                    f"{tot['low']:,} - {tot['high']:,}",
+                    f"{err:+.2f}",
+                    "yes" if inr else "**no**",
+                ]
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    ok = True
+    if why:
+        lines.append(f"Engine estimates not shown: {why}. Measured figures only.")
+        ok = False
+    elif errs:
+        med, mx = statistics.median(errs), max(errs)
+        ok = med <= TARGET_MEDIAN and mx <= TARGET_MAX and not failures
+        lines.append(
+            f"median |error| = {med:.2f} % (target ≤ {TARGET_MEDIAN} %), "
+            f"max |error| = {mx:.2f} % (target ≤ {TARGET_MAX} %), "
+            f"{len(errs)} case(s) compared"
+            + (f", {len(failures)} failed to estimate" if failures else "")
+            + f" → {'PASS' if ok else 'FAIL'}"
+        )
+    else:
+        ok = False
+        lines.append("No case could be compared.")
+    lines.append("")
+    # per-case breakdown: measured live-at-peak categories vs engine components (MB = 1e6 B)
+    lines.append("### Live tensors at the measured peak vs engine components (MB = 10^6 B)")
+    lines.append("")
+    lines.append("| case | peak at | measured live at peak | engine components (expected) |")
+    lines.append("|---|---|---|---|")
+    for w in CASES:
+        cid = w["name"]
+        m = data["cases"].get(cid)
+        if not m:
+            continue
+        pa = m.get("peak_at", {})
+        where = "/".join(
+            x
+            for x in (pa.get("phase"), pa.get("gen"), pa.get("module"), pa.get("autograd"), pa.get("op"))
+            if x
+        )
+        cats = ", ".join(f"{k} {mb(v)}" for k, v in m["live_at_peak_by_category"].items() if v >= 5e4)
+        e = est.get(cid) or {}
+        comps = ""
+        if "per_device" in e:
+            comps = ", ".join(
+                f"{k} {mb(v['bytes'])}" for k, v in e["per_device"]["components"].items() if v.get("bytes")
+            )
+            if e["per_device"].get("peak_phase"):
+                comps += f" (peak phase: {e['per_device']['peak_phase']})"
+        lines.append(f"| {cid} | {where} | {cats} | {comps} |")
+    meta = data.get("meta", {})
+    lines.append("")
+    lines.append(
+        f"Measured with torch {meta.get('versions', {}).get('torch')}, transformers "
+        f"{meta.get('versions', {}).get('transformers')}, {meta.get('threads')} threads, "
+        f"at {meta.get('measured_at')} (suite {meta.get('suite_seconds')} s of measuring)."
+    )
+    return "\n".join(lines), ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.accuracy",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--measure", action="store_true", help="re-measure and rewrite results.json")
+    ap.add_argument("--case", action="append", default=[], help="only this case (repeatable; with --measure)")
+    ap.add_argument("--no-check", action="store_true", help="print only; exit 0 whatever the errors")
+    args = ap.parse_args(argv)
+    for cid in args.case:
+        case_by_id(cid)
+    data = measure(args.case or case_ids()) if args.measure else load_results()
+    text, ok = report(data)
+    cmd = "python -m benchmarks.accuracy" + (" --no-check" if args.no_check else "")
+    print(text)
+    if not args.case:
+        RESULTS_MD.write_text(
+            "# Accuracy benchmark results\n\n"
+            f"Printed by `{cmd}` at {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')} "
+            "(measured peaks from `results.json`, estimates from the engine at that time).\n\n" + text + "\n"
+        )
+    if args.no_check:
+        return 0
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
