@@ -1,0 +1,68 @@
+"""Fixtures for the worker side: the fake NVML library, and running the probe in a fresh process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import skip_or_fail
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FAKE_NVML_BUILD = REPO_ROOT / "tools" / "fake_nvml" / "build.sh"
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding the fake libnvidia-ml.so.1 (and nvml_abi_check), built for this test run.
+
+    Skipped without gcc or the nvml.h header (PyPI nvidia-nvml-dev-cu12); failed under REQUIRE_SERVICES=1.
+    """
+    cc = os.environ.get("CC", "gcc")
+    if shutil.which(cc) is None:
+        skip_or_fail(f"the fake NVML needs a C compiler and {cc!r} is not on PATH")
+    out = tmp_path_factory.mktemp("fake_nvml")
+    result = subprocess.run(
+        ["sh", str(FAKE_NVML_BUILD), str(out)],
+        env={**os.environ, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if result.returncode == 3:
+        skip_or_fail(f"the fake NVML needs nvml.h: {result.stderr.strip()}")
+    if result.returncode != 0:
+        pytest.fail(f"building the fake NVML failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return out
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without FAKE_NVML_* settings or a library path, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_NVML_") and k != "LD_LIBRARY_PATH"}
+    env.update(extra)
+    return env
+
+
+def probe_with_fake_nvml(lib_dir: Path, **fake: str) -> dict[str, Any]:
+    """Run ``probe_inventory()`` in a fresh interpreter that loads the fake library.
+
+    A subprocess because pynvml loads libnvidia-ml.so.1 once per process and keeps it.
+    """
+    result = subprocess.run(
+        [sys.executable, "-m", "workers.probes.inventory"],
+        env=clean_env(LD_LIBRARY_PATH=str(lib_dir), **fake),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, f"probe failed:\n{result.stdout}\n{result.stderr}"
+    return json.loads(result.stdout)

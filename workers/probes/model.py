@@ -1,0 +1,120 @@
+"""What a node reports about itself: frozen values with the unit in every field name.
+
+Pure: no Django, no Celery (an import-linter contract enforces it), so the same values serve the
+Celery heartbeat, the ``vramplan-measure`` CLI and tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+INVENTORY_VERSION = 1  # bump when a field changes meaning; stored with every inventory
+
+ProbeName = Literal["nvml", "host"]
+DeviceType = Literal["gpu", "cpu"]
+MigMode = Literal["enabled", "disabled", "unsupported"]
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A compute process NVML lists on a device. PIDs are host PIDs (the driver ignores PID namespaces)."""
+
+    pid: int
+    used_memory_bytes: int | None  # None where the driver cannot say (NVML_VALUE_NOT_AVAILABLE, WDDM)
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """One device as NVML reports it.
+
+    ``index`` is NVML's order, which is CUDA's only with CUDA_DEVICE_ORDER=PCI_BUS_ID.
+    """
+
+    index: int
+    name: str  # "NVIDIA H100 80GB HBM3"
+    uuid: str  # "GPU-…": the stable key for a device
+    total_memory_bytes: int | None  # None on unified-memory parts where NVML has no framebuffer figure
+    reserved_memory_bytes: int | None  # driver/firmware reserve; None with the v1 struct (driver < R510)
+    free_memory_bytes: int | None
+    used_memory_bytes: int | None  # v2: allocated only; v1: allocated + reserved (see memory_info_version)
+    memory_info_version: int | None  # 2 = nvmlMemory_v2_t, 1 = nvmlMemory_t, None = not supported
+    compute_capability: str | None  # "9.0"
+    mig_mode: MigMode
+    mig_mode_pending: MigMode
+    processes: tuple[GpuProcess, ...] | None  # None when the process list could not be read
+    processes_error: str | None = None
+
+
+@dataclass(frozen=True)
+class NvmlSystem:
+    """System-wide NVML facts and the devices it sees."""
+
+    driver_version: str  # "550.54.15"
+    cuda_driver_version: str | None  # "12.4": the highest CUDA the driver supports
+    cuda_driver_version_int: int | None  # 12040, as NVML returns it
+    nvml_version: str | None  # "12.550.54.15"
+    bindings_version: str | None  # the nvidia-ml-py package that read it
+    devices: tuple[GpuDevice, ...]
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """The host machine, always probed: GPU nodes need host RAM and disk checked too."""
+
+    hostname: str
+    operating_system: str  # platform.platform()
+    architecture: str  # "x86_64" or "aarch64" (catalog.choices.CpuArchitecture values)
+    cpu_model: str
+    logical_cpus: int
+    usable_cpus: int  # CPUs this process may run on (affinity / cpuset), <= logical_cpus
+    physical_cores: int | None
+    ram_total_bytes: int
+    ram_available_bytes: int
+    disk_path: str
+    disk_total_bytes: int
+    disk_free_bytes: int
+    python_version: str
+
+
+@dataclass(frozen=True)
+class NodeInventory:
+    """A node's inventory: NVML devices when NVML works, otherwise the host (CPU) probe, clearly labelled."""
+
+    probe: ProbeName
+    device_type: DeviceType
+    host: HostInfo
+    nvml: NvmlSystem | None
+    nvml_unavailable_reason: str | None  # why the host probe was used; None when probe == "nvml"
+    probed_at: str  # ISO 8601, UTC
+
+    @property
+    def devices(self) -> tuple[GpuDevice, ...]:
+        return self.nvml.devices if self.nvml else ()
+
+    @property
+    def device_count(self) -> int:
+        """GPU devices; 0 for a host-probe node."""
+        return len(self.devices)
+
+    @property
+    def smallest_device_memory_bytes(self) -> int | None:
+        """The smallest total memory a device reports: what one shard may count on. None without NVML."""
+        totals = [d.total_memory_bytes for d in self.devices if d.total_memory_bytes]
+        return min(totals) if totals else None
+
+    @property
+    def driver_version(self) -> str | None:
+        return self.nvml.driver_version if self.nvml else None
+
+    @property
+    def cuda_driver_version(self) -> str | None:
+        return self.nvml.cuda_driver_version if self.nvml else None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-serializable (tuples become lists), with the version of this layout and the device count."""
+        data = dataclasses.asdict(self)
+        data["inventory_version"] = INVENTORY_VERSION
+        data["device_count"] = self.device_count
+        return data
