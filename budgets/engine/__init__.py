@@ -1,0 +1,43 @@
+"""The pure budget engine: workload schema, model specs, components, parallel plans, estimate.
+
+Imports no Django, DRF or Celery (an import-linter contract enforces it).
+"""
+
+from __future__ import annotations
+
+from .budget import Budget, ComponentBudget, DeviceBudget, HostBudget, PhasePeak, ServingPlan, render_table
+from .errors import validation_errors
+from .estimate import estimate
+from .models import (
+    SUPPORTED_MODEL_TYPES,
+    ModelSpec,
+    ParameterCount,
+    Preset,
+    UnsupportedModelError,
+    from_hf_config,
+    load_presets,
+    parameter_count,
+)
+from .schema import Workload, workload_json_schema
+
+__all__ = [
+    "SUPPORTED_MODEL_TYPES",
+    "Budget",
+    "ComponentBudget",
+    "DeviceBudget",
+    "HostBudget",
+    "ModelSpec",
+    "ParameterCount",
+    "PhasePeak",
+    "Preset",
+    "ServingPlan",
+    "UnsupportedModelError",
+    "Workload",
+    "estimate",
+    "from_hf_config",
+    "load_presets",
+    "parameter_count",
+    "render_table",
+    "validation_errors",
+    "workload_json_schema",
+]

@@ -1,0 +1,186 @@
+"""The budget (the answer): frozen dataclasses, the WORKLOAD.md contract dict and a text table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+COMPONENT_NAMES: tuple[str, ...] = (
+    "weights",
+    "activations",
+    "kv_cache",
+    "gradients",
+    "optimizer_state",
+    "workspace",
+    "runtime",
+    "fragmentation",
+)
+
+GB = 10**9  # bytes
+GIB = 2**30  # bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """A byte count with its uncertainty: low ≤ bytes ≤ high, all ≥ 0 (bytes)."""
+
+    low: int  # bytes
+    bytes: int  # bytes, expected
+    high: int  # bytes
+
+    @staticmethod
+    def exact(value: float) -> Range:
+        v = max(int(value), 0)
+        return Range(v, v, v)
+
+    @staticmethod
+    def spread(value: float, low_factor: float, high_factor: float) -> Range:
+        v = max(int(value), 0)
+        return Range(min(int(v * low_factor), v), v, max(int(v * high_factor), v))
+
+    def __add__(self, other: Range) -> Range:
+        return Range(self.low + other.low, self.bytes + other.bytes, self.high + other.high)
+
+    def scale(self, factor: float) -> Range:
+        return Range(int(self.low * factor), int(self.bytes * factor), int(self.high * factor))
+
+
+ZERO = Range(0, 0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentBudget:
+    name: str
+    low: int  # bytes
+    bytes: int  # bytes, expected (the component's own peak over phases)
+    high: int  # bytes
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class PhasePeak:
+    name: str  # e.g. "prefill", "decode", "forward", "backward", "optimizer_step", "load"
+    bytes: int  # expected bytes live at this phase's peak (tensors + fixed overheads, before fragmentation)
+    low: int  # bytes
+    high: int  # bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceBudget:
+    components: tuple[ComponentBudget, ...]  # in COMPONENT_NAMES order
+    total_bytes: int  # expected peak, bytes
+    total_low_bytes: int  # bytes
+    total_high_bytes: int  # bytes
+    peak_phase: str  # the phase that sets the peak
+    phases: tuple[PhasePeak, ...]
+
+    def component(self, name: str) -> ComponentBudget:
+        for c in self.components:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+
+@dataclass(frozen=True, slots=True)
+class HostBudget:
+    ram_bytes: int  # host RAM needed to load and feed the devices, bytes (per node)
+    disk_bytes: int  # disk for model files and conversions, bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ServingPlan:
+    """vLLM-style KV pool arithmetic (absent for other engines)."""
+
+    kv_bytes_per_token: int  # bytes per token, per device, all layers
+    kv_bytes_needed: int  # bytes the workload's longest request × concurrency needs, per device
+    kv_pool_bytes: int | None  # bytes the engine would allocate for KV; None without device memory
+    max_concurrent_sessions_at_max_request: int | None  # sessions of the longest request the pool holds
+    max_request_tokens_at_concurrency: int | None  # longest request (tokens) at the asked concurrency
+    device_memory_bytes: int | None  # usable device memory the pool was computed for, bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    workload: str
+    device: str  # "cuda" | "cpu"
+    devices: int  # tensor × pipeline × data
+    per_device: DeviceBudget
+    host: HostBudget
+    assumptions: tuple[str, ...]
+    plan: dict[str, Any]
+    serving: ServingPlan | None = None
+    calibration: None = None
+
+    def as_contract(self) -> dict[str, Any]:
+        """The Budget JSON of WORKLOAD.md, with a few added keys (peak_phase, phases, plan, serving)."""
+        pd = self.per_device
+        out: dict[str, Any] = {
+            "workload": self.workload,
+            "device": self.device,
+            "devices": self.devices,
+            "per_device": {
+                "components": {
+                    c.name: {"bytes": c.bytes, "low": c.low, "high": c.high, "note": c.note} for c in pd.components
+                },
+                "total": {"bytes": pd.total_bytes, "low": pd.total_low_bytes, "high": pd.total_high_bytes},
+                "peak_phase": pd.peak_phase,
+                "phases": {p.name: p.bytes for p in pd.phases},
+            },
+            "host": {"ram_bytes": self.host.ram_bytes, "disk_bytes": self.host.disk_bytes},
+            "assumptions": list(self.assumptions),
+            "calibration": self.calibration,
+            "plan": dict(self.plan),
+        }
+        if self.serving is not None:
+            s = self.serving
+            out["serving"] = {
+                "kv_bytes_per_token": s.kv_bytes_per_token,
+                "kv_bytes_needed": s.kv_bytes_needed,
+                "kv_pool_bytes": s.kv_pool_bytes,
+                "max_concurrent_sessions_at_max_request": s.max_concurrent_sessions_at_max_request,
+                "max_request_tokens_at_concurrency": s.max_request_tokens_at_concurrency,
+                "device_memory_bytes": s.device_memory_bytes,
+            }
+        return out
+
+
+def _fmt(n: int) -> tuple[str, str]:
+    return f"{n / GB:,.3f}", f"{n / GIB:,.3f}"
+
+
+def render_table(budget: Budget) -> str:
+    """A fixed-width table for the command line: every component in GB (1e9 B) and GiB (2^30 B)."""
+    pd = budget.per_device
+    lines = [
+        f"workload {budget.workload!r}  device {budget.device}  devices {budget.devices}  "
+        f"peak phase {pd.peak_phase}",
+        f"{'component':<16}{'GB':>12}{'GiB':>12}{'low GiB':>12}{'high GiB':>12}  note",
+    ]
+    for c in pd.components:
+        gb, gib = _fmt(c.bytes)
+        lines.append(
+            f"{c.name:<16}{gb:>12}{gib:>12}{c.low / GIB:>12,.3f}{c.high / GIB:>12,.3f}  {c.note}"
+        )
+    gb, gib = _fmt(pd.total_bytes)
+    lines.append(
+        f"{'total (peak)':<16}{gb:>12}{gib:>12}{pd.total_low_bytes / GIB:>12,.3f}{pd.total_high_bytes / GIB:>12,.3f}"
+    )
+    lines.append("phases: " + ", ".join(f"{p.name} {p.bytes / GIB:,.3f} GiB" for p in pd.phases))
+    ram_gb, ram_gib = _fmt(budget.host.ram_bytes)
+    disk_gb, disk_gib = _fmt(budget.host.disk_bytes)
+    lines.append(f"host RAM {ram_gb} GB ({ram_gib} GiB), disk {disk_gb} GB ({disk_gib} GiB)")
+    if budget.serving is not None:
+        s = budget.serving
+        lines.append(
+            f"serving: KV {s.kv_bytes_per_token:,} B/token/device, needed {s.kv_bytes_needed / GIB:,.3f} GiB"
+            + (
+                f", pool {s.kv_pool_bytes / GIB:,.3f} GiB, max sessions at longest request "
+                f"{s.max_concurrent_sessions_at_max_request}, longest request at concurrency "
+                f"{s.max_request_tokens_at_concurrency} tokens"
+                if s.kv_pool_bytes is not None
+                else ""
+            )
+        )
+    lines.append("assumptions:")
+    lines.extend(f"  - {a}" for a in budget.assumptions)
+    return "\n".join(lines)

@@ -1,0 +1,210 @@
+"""Activations and intermediates, operator by operator, as the Hugging Face implementations run them.
+
+Shapes: b sequences, s positions computed now, k positions attended to, h hidden, q = heads × head_dim
+and kv = kv_heads × head_dim (per device under tensor parallelism), I the MLP width, V the vocabulary,
+d the compute dtype's bytes. Every function returns bytes.
+
+Cross-check: for a GPT-style layer with dropout these reduce to Korthikanti et al. (arXiv:2205.05198,
+Table 2) `sbh(34 + 5as/h)`; the real HF operators differ (gated MLPs keep four b·s·I tensors, RMSNorm
+upcasts to fp32, no dropout masks when dropout is 0, SDPA keeps only the log-sum-exp).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..models import ModelSpec
+
+# activation functions whose HF implementation is a chain of elementwise python ops
+PYTHON_GELU = ("gelu_new", "gelu_fast", "gelu_pytorch_tanh_python")
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    b: int  # sequences
+    s: int  # positions computed in this forward
+    k: int  # positions attended to (cache + new)
+    h: int  # hidden size
+    q: int  # query width on this device (heads × head_dim)
+    kv: int  # key/value width on this device
+    heads: int  # attention heads on this device
+    inter: int  # MLP width on this device (dense)
+    vocab: int  # vocabulary on this device
+    d: float  # compute dtype bytes
+
+    @property
+    def tokens(self) -> int:
+        return self.b * self.s
+
+
+def _norm_forward_transient(spec: ModelSpec, x: Shape) -> float:
+    """RMSNorm upcasts to fp32: copy, pow, product (LlamaRMSNorm); LayerNorm is one kernel."""
+    t = x.tokens * x.h
+    if spec.norm == "layer":
+        return t * x.d
+    if x.d < 4:
+        return t * (4 + 4 + x.d)  # fp32 copy + (pow | product) + cast back
+    return t * (4 + 4)
+
+
+def _mlp_forward_transient(spec: ModelSpec, x: Shape) -> float:
+    tok = x.tokens
+    if spec.is_moe:
+        e_int = spec.expert_intermediate_size
+        k = spec.experts_per_token
+        # router logits + fp32 softmax + one-hot expert mask (int64, experts × k × tokens)
+        routing = tok * spec.num_experts * (x.d + 4) + tok * k * spec.num_experts * 8
+        per_expert_peak = 0  # largest expert batch: tokens routed there (uniform routing assumed)
+        routed = tok * k / spec.num_experts
+        per_expert_peak = routed * (x.h * x.d + 3 * e_int * x.d + x.h * x.d)
+        out = tok * x.h * x.d  # accumulated output
+        shared = 3 * tok * spec.shared_expert_intermediate_size * x.d if spec.shared_expert_intermediate_size else 0
+        return routing + max(per_expert_peak * 2, shared) + out
+    ti = tok * x.inter * x.d
+    if spec.mlp == "gated":
+        return 3 * ti  # act(gate), up, act*up
+    if spec.activation in PYTHON_GELU:
+        return 4 * ti  # fc1 output + the python gelu's temporaries
+    return 2 * ti  # fc1 output + activation
+
+
+def attention_scores_bytes(x: Shape, dtype_bytes: float) -> float:
+    return x.b * x.heads * x.s * x.k * dtype_bytes
+
+
+def _attention_forward_transient(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool) -> float:
+    """Transient of one attention block (excluding the KV cache it reads)."""
+    tok = x.tokens
+    qkv = tok * (x.q + 2 * x.kv) * x.d
+    rope = 2 * tok * x.q * x.d  # q·cos, rotate_half(q)·sin before the sum
+    out = 2 * tok * x.q * x.d  # attention output + contiguous transpose
+    rep = 2 * x.b * x.heads * x.k * spec.head_dim * x.d if (gqa_copies and x.kv < x.q) else 0
+    if attention == "eager":
+        # QK^T (·scale), + mask, fp32 softmax, cast back: peak = masked + fp32 + cast
+        score_peak = attention_scores_bytes(x, (2 * x.d + 4) if x.d < 4 else 8)
+        return qkv + rep + max(rope, score_peak + x.b * x.heads * x.s * spec.head_dim * x.d)
+    lse = x.b * x.heads * x.s * 4
+    return qkv + rep + max(rope, out + lse)
+
+
+def inference_forward_transient(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool) -> float:
+    """Peak bytes alive inside one decoder layer's forward, beyond weights and the KV cache:
+    the residual stream, the normed input and the largest of the norm / attention / MLP transients."""
+    tok = x.tokens
+    hidden = tok * x.h * x.d
+    inner = max(
+        _norm_forward_transient(spec, x),
+        _attention_forward_transient(spec, x, attention, gqa_copies),
+        _mlp_forward_transient(spec, x),
+    )
+    return 2 * hidden + inner  # residual + normed input + the block's transient
+
+
+def model_level_inference(spec: ModelSpec, x: Shape, attention: str, mask_positions: int) -> float:
+    """Tensors alive for the whole forward: position embeddings (cos, sin), the attention mask and
+    the token ids."""
+    tok = x.tokens
+    rope = 2 * tok * spec.head_dim * x.d if spec.learned_positions == 0 else tok * x.h * x.d
+    if attention == "eager":
+        mask = x.b * x.s * mask_positions * x.d  # additive float mask (b, 1, s, k)
+    else:
+        mask = 0
+    ids = tok * 8 * 2  # input_ids, position ids (int64)
+    return rope + mask + ids
+
+
+def logits_generate(spec: ModelSpec, b: int, vocab: int, d: float) -> float:
+    """transformers generate: last-position logits (d), an fp32 copy (next_token_logits) and the
+    logits processors' fp32 output."""
+    return b * vocab * (d + 4 + 4)
+
+
+# --- training ----------------------------------------------------------------------------------
+
+
+def _norm_saved(spec: ModelSpec, x: Shape) -> float:
+    t = x.tokens * x.h
+    if spec.norm == "layer":
+        return 2 * t * x.d + 2 * x.tokens * 4  # input, output; fp32 mean and rstd
+    if x.d < 4:
+        return t * (4 + 2 * x.d)  # fp32 upcast, normalized cast back, weight × normalized
+    return 3 * t * 4  # input, normalized, weight × normalized
+
+
+def _attention_saved(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool) -> float:
+    tok = x.tokens
+    qk_norm = 0.0
+    if spec.qk_norm:
+        per = (4 + 2 * x.d) if x.d < 4 else 12
+        qk_norm = tok * (x.q + x.kv) * per
+    if attention == "eager":
+        kv_width = x.q if x.kv < x.q else x.kv  # repeat_kv copies for GQA
+        scores = attention_scores_bytes(x, 4 + x.d)  # fp32 softmax output + its cast
+        return tok * (2 * x.q + 2 * kv_width) * x.d + scores + qk_norm
+    kv_width = x.q if (gqa_copies and x.kv < x.q) else x.kv
+    lse = x.b * x.heads * x.s * 4
+    # q (roped), k (roped), v, attention output, contiguous transpose (o_proj input), log-sum-exp
+    return tok * (3 * x.q + 2 * kv_width) * x.d + lse + qk_norm
+
+
+def _mlp_saved(spec: ModelSpec, x: Shape) -> float:
+    tok = x.tokens
+    if spec.is_moe:
+        k = spec.experts_per_token
+        e_int = spec.expert_intermediate_size
+        routing = tok * spec.num_experts * (x.d + 4)
+        return tok * k * (2 * x.h + 4 * e_int) * x.d + routing
+    ti = tok * x.inter * x.d
+    if spec.mlp == "gated":
+        return 4 * ti  # gate (silu input), act, up, act*up (down_proj input)
+    if spec.activation in PYTHON_GELU:
+        return 5 * ti  # x, tanh, 0.5x, 1+tanh, output
+    if spec.activation == "relu":
+        return ti  # relu keeps its output, which is also fc2's input
+    return 2 * ti
+
+
+def training_saved_per_layer(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, mode: str, sp_t: int = 1) -> float:
+    """Bytes one decoder layer keeps for backward, per micro-batch.
+
+    mode none: everything autograd saves; selective: recompute the attention core (keeps norms,
+    projections and MLP); full: only the layer input (HF gradient checkpointing).
+    `sp_t` > 1 shards the norm/residual regions across the tensor group (sequence parallel).
+    """
+    hidden = x.tokens * x.h * x.d
+    if mode == "full":
+        return hidden / sp_t
+    norms = spec.norms_per_layer * _norm_saved(spec, x) / sp_t
+    attn = _attention_saved(spec, x, attention, gqa_copies)
+    if mode == "selective":
+        attn = x.tokens * (x.q + 2 * x.kv) * x.d  # projections only; scores/outputs recomputed
+    return norms + attn + _mlp_saved(spec, x)
+
+
+def training_layer_recompute(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool) -> float:
+    """With full checkpointing, backward recomputes one layer: its saved tensors come back."""
+    return training_saved_per_layer(spec, x, attention, gqa_copies, "none")
+
+
+def training_backward_transient(spec: ModelSpec, x: Shape) -> float:
+    """Gradients flowing through one layer's MLP in backward (grad of act*up, act, up, gate)."""
+    tok = x.tokens
+    width = x.inter if not spec.is_moe else spec.expert_intermediate_size * spec.experts_per_token
+    mats = 3 if spec.mlp == "gated" else 2
+    return mats * tok * width * x.d + 2 * tok * x.h * x.d
+
+
+def loss_peak(x: Shape) -> float:
+    """Logits and cross-entropy (HF ForCausalLMLoss: logits.float(), log_softmax, nll).
+
+    Forward: logits (d) + fp32 upcast + log_softmax output. Backward start: log_softmax output, the
+    nll gradient and the log_softmax gradient, all fp32 → the larger of the two."""
+    tv = x.tokens * x.vocab
+    fwd = tv * (x.d + 4 + 4) if x.d < 4 else tv * 8
+    bwd = tv * 12
+    return max(fwd, bwd)
+
+
+def loss_saved(x: Shape) -> float:
+    """What stays between the loss forward and backward: the fp32 log_softmax output."""
+    return x.tokens * x.vocab * 4

@@ -1,0 +1,88 @@
+"""How a parallel plan places the model on the busiest device.
+
+Tensor parallel t splits every matrix (and the vocabulary) t ways and the KV heads as
+`max(kv_heads / t, 1)` (replicated once t > kv_heads; Megatron/vLLM). Pipeline parallel p gives each
+stage ceil(L/p) layers; the first stage also holds the input embedding and, under the 1F1B schedule,
+p micro-batches of activations in flight (Korthikanti et al. §4.2.3); the last stage holds the final
+norm, LM head and logits. Data parallel replicates unless ZeRO shards optimizer states (stage ≥ 1),
+gradients (≥ 2) and parameters (3) over the data-parallel degree (Rajbhandari et al. §5).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .models import ModelSpec, ParameterCount
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    name: str  # "only", "first" or "last"
+    layers: int  # decoder layers on this device
+    holds_embedding: bool
+    holds_head: bool  # final norm + LM head + logits
+    in_flight_microbatches: int  # micro-batches whose activations are alive together (1F1B)
+    tensor: int
+    data: int
+    zero_stage: int
+    sequence_parallel: bool
+    kv_heads: int  # KV heads per device
+    heads: int  # attention heads per device
+
+    @property
+    def zero_shards_optimizer(self) -> int:
+        return self.data if self.zero_stage >= 1 else 1
+
+    @property
+    def zero_shards_gradients(self) -> int:
+        return self.data if self.zero_stage >= 2 else 1
+
+    @property
+    def zero_shards_parameters(self) -> int:
+        return self.data if self.zero_stage >= 3 else 1
+
+
+def kv_heads_per_device(spec: ModelSpec, tensor: int) -> int:
+    return max(math.ceil(spec.num_kv_heads / tensor), 1)
+
+
+def stages(spec: ModelSpec, tensor: int, pipeline: int, data: int, zero_stage: int, sequence_parallel: bool) -> list[Stage]:
+    """The candidate busiest devices: the only stage, or the first and last pipeline stages."""
+    layers = math.ceil(spec.num_layers / pipeline)
+    common = {
+        "tensor": tensor,
+        "data": data,
+        "zero_stage": zero_stage,
+        "sequence_parallel": sequence_parallel,
+        "kv_heads": kv_heads_per_device(spec, tensor),
+        "heads": spec.num_attention_heads // tensor,
+    }
+    if pipeline == 1:
+        return [Stage("only", spec.num_layers, True, True, 1, **common)]
+    last_layers = spec.num_layers - layers * (pipeline - 1)
+    return [
+        Stage("first", layers, True, False, pipeline, **common),
+        Stage("last", max(last_layers, 1), spec.tie_word_embeddings, True, 1, **common),
+    ]
+
+
+def stage_parameters(spec: ModelSpec, pc: ParameterCount, stage: Stage, total_override: int | None) -> tuple[float, float, float]:
+    """(layer params, embedding params, head params) resident on the device before ZeRO-3 sharding.
+
+    Matrices and the vocabulary are split by the tensor degree; norms are replicated (small, counted
+    as split: the error is below 0.01 %). A `parameter_count` override scales every part alike.
+    """
+    layers_all = pc.total - pc.embedding - pc.lm_head - pc.final_norm
+    per_layer = layers_all / spec.num_layers
+    layer_params = per_layer * stage.layers
+    emb = pc.embedding if stage.holds_embedding else 0
+    if stage.holds_head:
+        head = pc.lm_head + pc.final_norm
+        if spec.tie_word_embeddings and not stage.holds_embedding:
+            head += spec.vocab_size * spec.embed_dim  # the last stage keeps its own copy of a tied head
+    else:
+        head = 0
+    scale = (total_override / pc.total) if total_override else 1.0
+    t = stage.tensor
+    return layer_params * scale / t, emb * scale / t, head * scale / t

@@ -1,0 +1,330 @@
+"""The workload description (WORKLOAD.md, v1) as one pydantic model.
+
+Every field has a documented default, unknown fields are rejected, counts and sizes are bounded,
+and cross-field rules (model source, tensor degree, pipeline depth, required sections) are checked
+here, once, at the edge. The resolved `ModelSpec` is kept on the validated object so `estimate()`
+never re-parses.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+from .models import (
+    SUPPORTED_MODEL_TYPES,
+    ModelSpec,
+    UnsupportedModelError,
+    close_preset_ids,
+    from_architecture,
+    from_hf_config,
+    load_presets,
+)
+
+Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
+FLOAT_PRECISIONS = ("fp32", "bf16", "fp16")
+
+MAX_TOKENS = 10_000_000  # longest request, prompt + output, tokens
+MAX_SESSIONS = 100_000
+MAX_DEGREE = 4096
+MAX_BYTES = 10**15  # 1 PB: anything larger is a typo
+MAX_PARAMETERS = 10**14
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, str_strip_whitespace=True)
+
+
+class Architecture(_Section):
+    """Architecture numbers given directly (instead of a preset or a config.json)."""
+
+    num_layers: int = Field(ge=1, le=1024, description="decoder layers")
+    hidden_size: int = Field(ge=1, le=262_144)
+    num_attention_heads: int = Field(ge=1, le=MAX_DEGREE)
+    num_key_value_heads: int | None = Field(None, ge=1, le=MAX_DEGREE, description="default: attention heads")
+    head_dim: int | None = Field(None, ge=1, le=4096, description="default: hidden_size / heads")
+    intermediate_size: int = Field(ge=1, le=1_048_576)
+    vocab_size: int = Field(ge=1, le=4_194_304)
+    tie_word_embeddings: bool = False
+    mlp: Literal["gated", "standard"] = "gated"
+    num_experts: int = Field(1, ge=1, le=4096)
+    experts_per_token: int | None = Field(None, ge=1, le=4096, description="default: min(2, num_experts)")
+    moe_intermediate_size: int | None = Field(None, ge=1, le=1_048_576, description="default: intermediate_size")
+    attention_bias: bool = False
+    norm: Literal["rms", "layer"] = "rms"
+
+    @model_validator(mode="after")
+    def _check(self) -> Architecture:
+        kv = self.num_key_value_heads or self.num_attention_heads
+        if self.num_attention_heads % kv:
+            raise ValueError(
+                f"num_key_value_heads ({kv}) must divide num_attention_heads ({self.num_attention_heads})"
+            )
+        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
+            raise ValueError("give head_dim: hidden_size is not a multiple of num_attention_heads")
+        if self.experts_per_token is not None and self.experts_per_token > self.num_experts:
+            raise ValueError(f"experts_per_token must be between 1 and num_experts ({self.num_experts})")
+        return self
+
+
+class ModelRef(_Section):
+    """Exactly one of preset / hf_config / architecture, plus optional exact overrides."""
+
+    preset: str | None = Field(None, min_length=1, max_length=200, description="an id from fixtures/model_presets.json")
+    hf_config: dict[str, Any] | None = Field(None, description="content of a Hugging Face config.json")
+    architecture: Architecture | None = None
+    parameter_count: int | None = Field(None, ge=1, le=MAX_PARAMETERS, description="exact; overrides the derived count")
+    weights_bytes: int | None = Field(None, ge=1, le=MAX_BYTES, description="exact on-device weight bytes")
+
+    _spec: ModelSpec | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _resolve(self) -> ModelRef:
+        given = [k for k in ("preset", "hf_config", "architecture") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of 'preset', 'hf_config' or 'architecture'"
+                + (f" (got {', '.join(given)})" if given else "")
+            )
+        if self.preset is not None:
+            presets = load_presets()
+            if self.preset not in presets:
+                close = close_preset_ids(self.preset)
+                hint = f"; close matches: {', '.join(close)}" if close else ""
+                raise ValueError(f"unknown preset {self.preset!r}{hint} ({len(presets)} presets in fixtures)")
+            self._spec = presets[self.preset].spec
+        elif self.hf_config is not None:
+            if len(str(self.hf_config)) > 1_000_000:
+                raise ValueError("hf_config is larger than 1 MB")
+            try:
+                spec = from_hf_config(self.hf_config)
+            except UnsupportedModelError as exc:
+                raise ValueError(str(exc)) from None
+            _check_spec_bounds(spec)
+            self._spec = spec
+        else:
+            a = self.architecture
+            assert a is not None
+            self._spec = from_architecture(
+                num_layers=a.num_layers, hidden_size=a.hidden_size, num_attention_heads=a.num_attention_heads,
+                intermediate_size=a.intermediate_size, vocab_size=a.vocab_size,
+                num_key_value_heads=a.num_key_value_heads, head_dim=a.head_dim,
+                tie_word_embeddings=a.tie_word_embeddings, mlp=a.mlp, num_experts=a.num_experts,
+                experts_per_token=a.experts_per_token, moe_intermediate_size=a.moe_intermediate_size,
+                attention_bias=a.attention_bias, norm=a.norm,
+            )
+        return self
+
+    @property
+    def spec(self) -> ModelSpec:
+        assert self._spec is not None
+        return self._spec
+
+
+def _check_spec_bounds(spec: ModelSpec) -> None:
+    limits = {
+        "num_hidden_layers": (spec.num_layers, 1, 1024),
+        "hidden_size": (spec.hidden_size, 1, 262_144),
+        "num_attention_heads": (spec.num_attention_heads, 1, MAX_DEGREE),
+        "num_key_value_heads": (spec.num_kv_heads, 1, MAX_DEGREE),
+        "head_dim": (spec.head_dim, 1, 4096),
+        "intermediate_size": (spec.intermediate_size, 1, 1_048_576),
+        "vocab_size": (spec.vocab_size, 1, 4_194_304),
+        "num_experts": (spec.num_experts, 1, 4096),
+    }
+    for name, (value, lo, hi) in limits.items():
+        if not lo <= value <= hi:
+            raise ValueError(f"hf_config {name} = {value} is outside the allowed range {lo}..{hi}")
+    if spec.num_attention_heads % spec.num_kv_heads:
+        raise ValueError("hf_config num_key_value_heads must divide num_attention_heads")
+
+
+class PrecisionSpec(_Section):
+    weights: Precision = Field("bf16", description="weights representation on the device")
+    compute: Precision | None = Field(None, description="default: weights for fp32/bf16/fp16, else bf16")
+    kv_cache: Precision | None = Field(None, description="default: compute")
+    gradients: Precision | None = Field(None, description="training only; default: the weights' dtype")
+    master_weights: Literal["fp32"] | None = Field(None, description="fp32 master copy in mixed precision, or null")
+
+    @model_validator(mode="after")
+    def _defaults(self) -> PrecisionSpec:
+        if self.compute is None:
+            self.compute = self.weights if self.weights in FLOAT_PRECISIONS else "bf16"
+        if self.kv_cache is None:
+            self.kv_cache = self.compute
+        if self.gradients is None:
+            self.gradients = self.weights if self.weights in FLOAT_PRECISIONS else self.compute
+        if self.compute in ("int8", "int4"):
+            raise ValueError("compute must be fp32, bf16, fp16 or fp8 (integer formats store, they do not compute)")
+        return self
+
+
+class InferenceSpec(_Section):
+    max_input_tokens: int = Field(2048, ge=1, le=MAX_TOKENS, description="longest prompt, tokens")
+    max_output_tokens: int = Field(512, ge=1, le=MAX_TOKENS, description="longest generated output, tokens")
+    concurrent_sessions: int = Field(1, ge=1, le=MAX_SESSIONS, description="requests in flight together")
+    engine: Literal["vllm", "transformers", "generic"] = "vllm"
+    kv_cache_layout: Literal["paged", "contiguous", "dynamic"] | None = Field(
+        None, description="default: paged for vllm, dynamic for transformers, contiguous for generic"
+    )
+    kv_block_tokens: int = Field(16, ge=1, le=4096, description="paged layout only")
+    gpu_memory_utilization: float = Field(
+        0.9, gt=0.0, le=1.0, description="vllm: fraction of device memory the engine claims"
+    )
+
+    @model_validator(mode="after")
+    def _defaults(self) -> InferenceSpec:
+        if self.kv_cache_layout is None:
+            self.kv_cache_layout = {"vllm": "paged", "transformers": "dynamic", "generic": "contiguous"}[self.engine]
+        if self.max_input_tokens + self.max_output_tokens > MAX_TOKENS:
+            raise ValueError(f"max_input_tokens + max_output_tokens must be at most {MAX_TOKENS}")
+        if self.engine == "vllm" and self.kv_cache_layout != "paged":
+            raise ValueError("engine 'vllm' uses kv_cache_layout 'paged'")
+        return self
+
+    @property
+    def max_request_tokens(self) -> int:
+        return self.max_input_tokens + self.max_output_tokens
+
+
+class LoraSpec(_Section):
+    rank: int = Field(16, ge=1, le=4096)
+    target_modules: list[
+        Literal["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "all-linear"]
+    ] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], min_length=1, max_length=8)
+
+
+class TrainingSpec(_Section):
+    micro_batch_size: int = Field(1, ge=1, le=MAX_SESSIONS, description="sequences per device per step")
+    sequence_length: int = Field(2048, ge=1, le=MAX_TOKENS, description="tokens per sequence")
+    optimizer: Literal["adamw", "adamw_8bit", "sgd", "sgd_momentum", "adafactor", "lion"] = "adamw"
+    activation_checkpointing: Literal["none", "selective", "full"] = "none"
+    method: Literal["full", "lora", "qlora"] = "full"
+    lora: LoraSpec = Field(default_factory=LoraSpec)
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainingSpec:
+        if self.micro_batch_size * self.sequence_length > MAX_TOKENS:
+            raise ValueError(f"micro_batch_size × sequence_length must be at most {MAX_TOKENS} tokens")
+        return self
+
+
+class ParallelismSpec(_Section):
+    tensor: int = Field(1, ge=1, le=MAX_DEGREE)
+    pipeline: int = Field(1, ge=1, le=MAX_DEGREE)
+    data: int = Field(1, ge=1, le=MAX_DEGREE)
+    zero_stage: int = Field(0, ge=0, le=3, description="0-3; FSDP full sharding is stage 3")
+    sequence_parallel: bool = False
+
+    @property
+    def devices(self) -> int:
+        return self.tensor * self.pipeline * self.data
+
+
+class RuntimeSpec(_Section):
+    device: Literal["cuda", "cpu"] = "cuda"
+    framework: Literal["pytorch"] = "pytorch"
+    cuda_version: str = Field("12.4", pattern=r"^\d{1,2}\.\d{1,2}$", description="CUDA toolkit, e.g. 12.4")
+    attention: Literal["eager", "sdpa", "flash"] = "sdpa"
+    expandable_segments: bool = False
+
+    @property
+    def cuda_version_tuple(self) -> tuple[int, int]:
+        major, minor = self.cuda_version.split(".")
+        return int(major), int(minor)
+
+
+class CustomComponent(_Section):
+    name: str = Field(min_length=1, max_length=200)
+    category: Literal["weights", "activations", "kv_cache", "workspace"]
+    bytes: int = Field(ge=0, le=MAX_BYTES)
+    per_concurrent: bool = False
+
+
+class CustomSpec(_Section):
+    components: list[CustomComponent] = Field(min_length=1, max_length=1000)
+    concurrency: int = Field(1, ge=1, le=MAX_SESSIONS)
+
+
+class AcceptanceSpec(_Section):
+    min_headroom_fraction: float = Field(0.10, ge=0.0, le=0.9)
+    max_ms_per_output_token: float | None = Field(None, gt=0, le=1_000_000)
+
+
+class Workload(_Section):
+    """A workload description (WORKLOAD.md v1)."""
+
+    schema_version: Literal[1] = 1
+    name: str = Field("workload", min_length=1, max_length=200)
+    task: Literal["inference", "training", "custom"] = "inference"
+    model: ModelRef | None = Field(None, description="required for inference and training")
+    precision: PrecisionSpec = Field(default_factory=PrecisionSpec)
+    inference: InferenceSpec | None = Field(None, description="task inference; defaulted when absent")
+    training: TrainingSpec | None = Field(None, description="task training; defaulted when absent")
+    parallelism: ParallelismSpec = Field(default_factory=ParallelismSpec)
+    runtime: RuntimeSpec = Field(default_factory=RuntimeSpec)
+    custom: CustomSpec | None = Field(None, description="task custom: required")
+    acceptance: AcceptanceSpec = Field(default_factory=AcceptanceSpec)
+
+    @model_validator(mode="after")
+    def _cross(self) -> Workload:
+        if self.task == "custom":
+            if self.custom is None:
+                raise ValueError("task 'custom' needs a 'custom' section with its components")
+            return self
+        if self.model is None:
+            raise ValueError(f"task {self.task!r} needs a 'model' (preset, hf_config or architecture)")
+        if self.task == "inference" and self.inference is None:
+            self.inference = InferenceSpec()
+        if self.task == "training" and self.training is None:
+            self.training = TrainingSpec()
+        spec = self.model.spec
+        par = self.parallelism
+        if spec.num_attention_heads % par.tensor:
+            raise ValueError(
+                f"parallelism.tensor ({par.tensor}) must divide the model's {spec.num_attention_heads} attention heads"
+            )
+        if par.pipeline > spec.num_layers:
+            raise ValueError(f"parallelism.pipeline ({par.pipeline}) exceeds the model's {spec.num_layers} layers")
+        if par.devices > 65_536:
+            raise ValueError("tensor × pipeline × data must be at most 65536 devices")
+        if self.task == "training":
+            assert self.training is not None
+            if par.zero_stage and par.data == 1:
+                pass  # allowed: ZeRO with one replica shards nothing
+            if self.training.method == "qlora" and self.precision.weights != "int4":
+                raise ValueError("training.method 'qlora' needs precision.weights 'int4'")
+            if par.sequence_parallel and par.tensor == 1:
+                raise ValueError("parallelism.sequence_parallel needs parallelism.tensor > 1")
+        if self.runtime.device == "cpu" and par.devices > 1:
+            raise ValueError("runtime.device 'cpu' budgets one process: use tensor = pipeline = data = 1")
+        if self.task == "inference" and self.precision.weights in ("int8", "int4", "fp8") and self.runtime.device == "cpu":
+            raise ValueError("runtime.device 'cpu' supports fp32, bf16 and fp16 weights")
+        return self
+
+    @property
+    def spec(self) -> ModelSpec:
+        assert self.model is not None
+        return self.model.spec
+
+
+def workload_json_schema() -> dict[str, Any]:
+    """JSON Schema of the workload description, generated from the pydantic model."""
+    return Workload.model_json_schema()
+
+
+__all__ = [
+    "SUPPORTED_MODEL_TYPES",
+    "Architecture",
+    "CustomComponent",
+    "CustomSpec",
+    "InferenceSpec",
+    "ModelRef",
+    "ParallelismSpec",
+    "PrecisionSpec",
+    "RuntimeSpec",
+    "TrainingSpec",
+    "Workload",
+    "workload_json_schema",
+]
