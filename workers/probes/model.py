@@ -114,7 +114,16 @@ class NodeInventory:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-serializable (tuples become lists), with the version of this layout and the device count."""
-        data = dataclasses.asdict(self)
+        data: dict[str, Any] = _lists(dataclasses.asdict(self))
         data["inventory_version"] = INVENTORY_VERSION
         data["device_count"] = self.device_count
         return data
+
+
+def _lists(value: Any) -> Any:
+    """dataclasses.asdict keeps tuples as tuples; JSON (and a JSONField read back) has lists."""
+    if isinstance(value, dict):
+        return {key: _lists(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_lists(item) for item in value]
+    return value

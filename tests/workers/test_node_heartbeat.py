@@ -1,0 +1,139 @@
+"""node_heartbeat_record: an inventory becomes the node's row, matched to a configuration when clear."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from django.utils import timezone
+
+from catalog.choices import ConfigurationKind, CpuArchitecture, ProbeKind
+from catalog.models import Node
+from tests.factories import AcceleratorFactory, ConfigurationFactory
+from workers import agent, tasks
+from workers.services import node_heartbeat_record
+
+from .inventories import H100_TOTAL_BYTES, gpu, host_inventory, nvml_inventory
+
+pytestmark = pytest.mark.django_db
+
+
+def cpu_configuration(slug: str = "cpu", architecture: str = CpuArchitecture.X86_64):  # type: ignore[no-untyped-def]
+    return ConfigurationFactory(
+        slug=slug, kind=ConfigurationKind.CPU, accelerator=None, device_count=1, nvlink_domain_size=1,
+        host_cpu_architecture=architecture, driver_version="",
+    )  # fmt: skip
+
+
+def test_gpu_node_is_recorded_with_its_verified_memory() -> None:
+    inventory = nvml_inventory(gpu(0), gpu(1, total_bytes=H100_TOTAL_BYTES - 2**20))
+    before = timezone.now()
+
+    node = node_heartbeat_record("gpu-node-a", inventory)
+
+    node.refresh_from_db()
+    assert node.probe == ProbeKind.NVML
+    assert node.hostname == "gpu-box-7"
+    assert node.device_count == 2
+    assert node.verified_usable_memory_bytes == H100_TOTAL_BYTES - 2**20  # the smallest device
+    assert node.driver_version == "550.54.15"
+    assert node.cuda_driver_version == "12.4"
+    assert node.last_heartbeat_at >= before
+    assert node.inventory == inventory.as_dict()
+    assert node.inventory["nvml"]["devices"][1]["uuid"] == "GPU-fa4e0000-0000-4000-8000-000000000001"
+    assert node.configuration is None  # no catalog
+
+
+def test_host_node_is_labelled_and_has_no_gpu_figures() -> None:
+    node = node_heartbeat_record("cpu-node", host_inventory())
+
+    node.refresh_from_db()
+    assert node.probe == ProbeKind.HOST
+    assert node.device_count == 0
+    assert node.verified_usable_memory_bytes is None
+    assert node.driver_version == ""
+    assert node.cuda_driver_version == ""
+    assert node.inventory["probe"] == "host"
+    assert node.inventory["nvml_unavailable_reason"].startswith("NVML library")
+
+
+def test_heartbeat_updates_the_node_and_keeps_its_configuration() -> None:
+    first = node_heartbeat_record("gpu-node-a", nvml_inventory(gpu(0)))
+    staff_choice = ConfigurationFactory(device_count=4, nvlink_domain_size=4)
+    Node.objects.filter(pk=first.pk).update(configuration=staff_choice)
+
+    second = node_heartbeat_record("gpu-node-a", nvml_inventory(gpu(0), gpu(1), driver="560.35.03"))
+
+    assert second.pk == first.pk
+    assert Node.objects.count() == 1
+    second.refresh_from_db()
+    assert second.device_count == 2
+    assert second.driver_version == "560.35.03"
+    assert second.last_heartbeat_at > first.last_heartbeat_at
+    assert second.configuration == staff_choice
+
+
+def test_new_gpu_node_matches_the_one_configuration_with_its_count_and_memory() -> None:
+    h100 = AcceleratorFactory(name="H100 SXM5 80GB", marketed_memory_bytes=80 * 10**9)
+    expected = ConfigurationFactory(accelerator=h100, device_count=2, nvlink_domain_size=2)
+    ConfigurationFactory(accelerator=h100, device_count=8)  # other count
+    ConfigurationFactory(  # same count, 94 GB: more than 7% away from 85.5e9
+        accelerator=AcceleratorFactory(marketed_memory_bytes=94 * 10**9), device_count=2, nvlink_domain_size=2
+    )
+
+    node = node_heartbeat_record("gpu-node-a", nvml_inventory(gpu(0), gpu(1)))
+
+    assert node.configuration == expected
+
+
+def test_catalog_usable_memory_is_preferred_to_marketed() -> None:
+    # marketed 100 GB is 14% away, but the catalog's verified usable figure equals NVML's total
+    accelerator = AcceleratorFactory(marketed_memory_bytes=100 * 10**9, usable_memory_bytes=H100_TOTAL_BYTES)
+    expected = ConfigurationFactory(accelerator=accelerator, device_count=1, nvlink_domain_size=1)
+
+    assert node_heartbeat_record("n", nvml_inventory(gpu(0))).configuration == expected
+
+
+def test_ambiguous_match_leaves_configuration_empty() -> None:
+    h100 = AcceleratorFactory(marketed_memory_bytes=80 * 10**9)
+    ConfigurationFactory(accelerator=h100, device_count=2, nvlink_domain_size=2, driver_version="550.54.15")
+    ConfigurationFactory(accelerator=h100, device_count=2, nvlink_domain_size=2, driver_version="560.35.03")
+
+    assert node_heartbeat_record("gpu-node-a", nvml_inventory(gpu(0), gpu(1))).configuration is None
+
+
+def test_host_node_matches_the_cpu_configuration() -> None:
+    ConfigurationFactory(device_count=1, nvlink_domain_size=1)  # a GPU configuration is never a CPU match
+    cpu = cpu_configuration()
+
+    assert node_heartbeat_record("cpu-node", host_inventory()).configuration == cpu
+
+
+def test_host_node_with_several_cpu_configurations_matches_by_architecture() -> None:
+    cpu_configuration("cpu-x86")
+    arm = cpu_configuration("cpu-arm", CpuArchitecture.AARCH64)
+
+    assert node_heartbeat_record("arm-node", host_inventory("aarch64")).configuration == arm
+
+
+def test_a_bad_node_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="VRAMPLAN_NODE_NAME"):
+        node_heartbeat_record("x" * 129, host_inventory())
+
+
+def test_node_name_comes_from_settings_or_the_hostname(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.VRAMPLAN_NODE_NAME = "rack-3-node-2"
+    assert agent.node_name() == "rack-3-node-2"
+    settings.VRAMPLAN_NODE_NAME = ""
+    assert agent.node_name() == socket.gethostname()
+
+
+def test_task_records_this_machine(settings) -> None:  # type: ignore[no-untyped-def]
+    """The Celery task, run in-process: probe this machine, record it under VRAMPLAN_NODE_NAME."""
+    settings.VRAMPLAN_NODE_NAME = "task-node"
+
+    result = tasks.node_heartbeat.apply().get()
+
+    node = Node.objects.get(name="task-node")
+    assert result == {"node": "task-node", "probe": node.probe, "device_count": node.device_count}
+    assert node.inventory["host"]["hostname"] == socket.gethostname()

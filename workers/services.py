@@ -1,0 +1,71 @@
+"""Node registration: the Django side of a heartbeat (HackSoftware style: one service, thin callers)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from catalog.choices import ConfigurationKind, ProbeKind
+from catalog.models import Configuration, Node
+from workers.probes.model import NodeInventory
+
+# NVML reports binary capacity, vendors market decimal: H100 80GB → 85,520,809,984 B (6.9% above 80e9),
+# A100 80GB → 85,899,345,920 B (7.4% above). Measured against the larger of the two, both are within 7%.
+MEMORY_MATCH_TOLERANCE = 0.07
+
+
+def _memory_matches(reported_bytes: int, catalog_bytes: int) -> bool:
+    return abs(reported_bytes - catalog_bytes) <= MEMORY_MATCH_TOLERANCE * max(reported_bytes, catalog_bytes)
+
+
+def node_configuration_match(inventory: NodeInventory) -> Configuration | None:
+    """The one catalog configuration this inventory describes, or None when none or several fit.
+
+    NVML device names and catalog accelerator names do not line up reliably ("NVIDIA H100 80GB HBM3"
+    vs "H100 SXM5 80GB"), so a GPU node matches on device count and per-device memory (the catalog's
+    usable figure where known, else marketed) within 7%, and only when exactly one configuration
+    fits; staff assign the rest in the admin. A host-probe node matches the CPU-only configuration
+    when there is exactly one, or exactly one for its CPU architecture.
+    """
+    if inventory.probe == ProbeKind.HOST:
+        cpu = list(Configuration.objects.filter(kind=ConfigurationKind.CPU))
+        if len(cpu) > 1:
+            cpu = [c for c in cpu if c.host_cpu_architecture == inventory.host.architecture]
+        return cpu[0] if len(cpu) == 1 else None
+
+    reported = inventory.smallest_device_memory_bytes
+    if reported is None:
+        return None
+    candidates = Configuration.objects.with_memory().filter(
+        kind=ConfigurationKind.GPU, device_count=inventory.device_count
+    )
+    matches = [c for c in candidates if _memory_matches(reported, c.usable_memory_bytes)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def node_heartbeat_record(name: str, inventory: NodeInventory) -> Node:
+    """Create or update the node called ``name`` from its inventory, stamped with the current time.
+
+    A new node is matched to a catalog configuration (see :func:`node_configuration_match`); an
+    existing node keeps whatever configuration it has, so staff's assignment is never overwritten.
+    """
+    if not name or len(name) > Node._meta.get_field("name").max_length:
+        raise ValueError(f"node name {name!r} must be 1 to 128 characters; set VRAMPLAN_NODE_NAME.")
+    values = {
+        "probe": ProbeKind.NVML if inventory.probe == ProbeKind.NVML else ProbeKind.HOST,
+        "hostname": inventory.host.hostname[:255],
+        "inventory": inventory.as_dict(),
+        "device_count": inventory.device_count,
+        "verified_usable_memory_bytes": inventory.smallest_device_memory_bytes,
+        "driver_version": (inventory.driver_version or "")[:24],
+        "cuda_driver_version": (inventory.cuda_driver_version or "")[:16],
+        "last_heartbeat_at": timezone.now(),
+    }
+    with transaction.atomic():
+        node, created = Node.objects.update_or_create(name=name, defaults=values)
+        if created:
+            configuration = node_configuration_match(inventory)
+            if configuration is not None:
+                node.configuration = configuration
+                node.save(update_fields=["configuration"])
+    return node
