@@ -1,0 +1,170 @@
+"""The heartbeat end to end: a real ``celery worker`` process, a real Redis broker, real PostgreSQL.
+
+The test sends ``workers.tasks.node_heartbeat`` through Redis to a worker subprocess that shares
+the test database, then waits for the Node row the worker writes. Skipped when CELERY_BROKER_URL
+is not Redis or the database is not PostgreSQL; with REQUIRE_SERVICES=1 those fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import psutil
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from catalog.models import Node
+from tests.conftest import skip_or_fail
+from workers import tasks
+
+from .conftest import REPO_ROOT, clean_env
+
+pytestmark = [pytest.mark.services]
+
+NODE_TIMEOUT_S = 60.0
+
+
+def _require_services() -> None:
+    broker = settings.CELERY_BROKER_URL
+    if not broker.startswith(("redis://", "rediss://")):
+        skip_or_fail(
+            f"CELERY_BROKER_URL is {broker.split('://')[0]}://, not Redis (set redis://HOST:PORT/DB)"
+        )
+    if connection.vendor != "postgresql":
+        skip_or_fail(f"the database is {connection.vendor}, not PostgreSQL (set DATABASE_URL=postgres://...)")
+    import redis
+
+    try:
+        redis.Redis.from_url(broker, socket_connect_timeout=3).ping()
+    except redis.RedisError as exc:
+        skip_or_fail(f"Redis at CELERY_BROKER_URL is not reachable ({exc})")
+
+
+def _test_database_url() -> str:
+    """DATABASE_URL of the database this test runs in (pytest-django's ``test_<name>``) for the worker."""
+    db = connection.settings_dict
+    credentials = quote(db["USER"] or "", safe="")
+    if db.get("PASSWORD"):
+        credentials += ":" + quote(db["PASSWORD"], safe="")
+    host = db["HOST"] or "localhost"
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgres://{credentials}@{host}{port}/{quote(db['NAME'], safe='')}"
+
+
+@dataclass
+class Worker:
+    node_name: str
+    queue: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for_node(self, timeout_s: float = NODE_TIMEOUT_S) -> Node:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            node = Node.objects.filter(name=self.node_name).first()
+            if node is not None:
+                return node
+            if self.process.poll() is not None:
+                pytest.fail(f"the worker exited with {self.process.returncode}:\n{self.log()}")
+            time.sleep(0.25)
+        pytest.fail(f"no Node {self.node_name!r} after {timeout_s:.0f} s; worker log:\n{self.log()}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)  # the worker's own session: it and its children only
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=15)
+
+
+@pytest.fixture
+def start_worker(transactional_db, tmp_path: Path) -> Iterator[Callable[..., Worker]]:  # type: ignore[no-untyped-def]
+    """Start ``celery -A vramplan worker`` on a queue of its own, with the test's database and broker.
+
+    The worker is always stopped at teardown; its log is printed there, which pytest shows on failure.
+    """
+    _require_services()
+    workers: list[Worker] = []
+
+    def start(**extra_env: str) -> Worker:
+        tag = uuid.uuid4().hex[:10]
+        node_name, queue = f"itest-{tag}", f"itest.{tag}"
+        log_path = tmp_path / f"worker-{tag}.log"
+        env = clean_env(
+            DJANGO_SETTINGS_MODULE=settings.SETTINGS_MODULE,
+            DATABASE_URL=_test_database_url(),
+            CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
+            VRAMPLAN_NODE_NAME=node_name,
+            **extra_env,
+        )
+        env.setdefault("DJANGO_DEBUG", "1")
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "vramplan", "worker", "--pool=solo", "--concurrency=1",
+                 f"--queues={queue}", f"--hostname={node_name}@%h", "--without-gossip", "--without-mingle",
+                 "--without-heartbeat", "--loglevel=INFO"],
+                cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        worker = Worker(node_name=node_name, queue=queue, process=process, log_path=log_path)
+        workers.append(worker)
+        return worker
+
+    yield start
+
+    for worker in workers:
+        worker.stop()
+        print(f"--- log of worker {worker.node_name} (exit {worker.process.returncode}) ---\n{worker.log()}")
+
+
+def test_worker_records_this_machine_through_the_host_probe(start_worker) -> None:  # type: ignore[no-untyped-def]
+    worker = start_worker()
+
+    tasks.node_heartbeat.apply_async(queue=worker.queue)
+    node = worker.wait_for_node()
+
+    inventory = node.inventory
+    assert node.probe == "host", worker.log()
+    assert inventory["probe"] == "host"
+    assert inventory["device_type"] == "cpu"
+    assert inventory["nvml"] is None
+    assert "libnvidia-ml.so.1" in inventory["nvml_unavailable_reason"]
+    assert inventory["host"]["cpu_model"]
+    assert inventory["host"]["logical_cpus"] == psutil.cpu_count(logical=True)
+    assert inventory["host"]["ram_total_bytes"] == psutil.virtual_memory().total
+    assert inventory["host"]["hostname"] == socket.gethostname()
+    assert node.device_count == 0
+    assert node.verified_usable_memory_bytes is None
+    assert node.last_heartbeat_at is not None
+
+
+def test_worker_records_gpus_through_the_fake_nvml(start_worker, fake_nvml_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    """The NVML path end to end: the worker's pynvml loads the fake libnvidia-ml.so.1 (no real GPU)."""
+    worker = start_worker(LD_LIBRARY_PATH=str(fake_nvml_dir))
+
+    tasks.node_heartbeat.apply_async(queue=worker.queue)
+    node = worker.wait_for_node()
+
+    assert node.probe == "nvml", node.inventory.get("nvml_unavailable_reason")
+    assert node.device_count == 2
+    assert node.verified_usable_memory_bytes == 85_520_809_984
+    assert node.driver_version == "550.54.15"
+    assert node.cuda_driver_version == "12.4"
+    devices = node.inventory["nvml"]["devices"]
+    assert [d["name"] for d in devices] == ["NVIDIA H100 80GB HBM3"] * 2
+    assert node.inventory["host"]["logical_cpus"] == psutil.cpu_count(logical=True)
