@@ -1,0 +1,46 @@
+"""``manage.py loadcatalog [--path DIR] [--dry-run] [--prune]``: load or refresh the device catalog.
+
+A thin adapter over :func:`catalog.services.catalog_load_path`; running it twice changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from catalog.services import DEFAULT_CATALOG_DIR, CatalogDataError, catalog_load_path
+
+
+class Command(BaseCommand):
+    help = (
+        "Load or refresh the catalog (vendors, precisions, architectures, accelerators, configurations, "
+        "CUDA toolkits, PyTorch wheels) from the fixture folder, idempotently, by natural key."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--path", default=str(DEFAULT_CATALOG_DIR), help=f"fixture folder (default {DEFAULT_CATALOG_DIR})"
+        )
+        parser.add_argument("--dry-run", action="store_true", help="report what would change, then roll back")
+        parser.add_argument(
+            "--prune",
+            action="store_true",
+            help="delete rows the files no longer list, unless something references them (kept and reported)",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            report = catalog_load_path(options["path"], dry_run=options["dry_run"], prune=options["prune"])
+        except CatalogDataError as exc:
+            raise CommandError(str(exc)) from None
+        verbosity = options["verbosity"]
+        if verbosity >= 1:
+            prefix = "[dry run, rolled back] " if report.dry_run else ""
+            for line in report.lines():
+                self.stdout.write(prefix + line)
+            if report.stale and not options["prune"]:
+                self.stdout.write("Rows not in the files were kept; --prune deletes the unreferenced ones.")
+        if verbosity >= 2:
+            for change in report.changes:
+                self.stdout.write(f"  updated {change}")

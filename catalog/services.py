@@ -1,0 +1,353 @@
+"""Catalog write services: validate (``full_clean``) and save, one entity at a time or a whole catalog.
+
+Each ``<entity>_upsert`` finds its row by natural key (a slug; ``version`` for CUDA toolkits; torch
+versions + variant for wheels), creates it or updates the fields that differ, and says which of
+``created`` / ``updated`` / ``unchanged`` happened. ``catalog_load`` applies the fixture files in
+dependency order inside one transaction, so bad data leaves the database as it was; ``loadcatalog``,
+the admin and the tests all come through here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models, transaction
+from django.db.models.deletion import ProtectedError, RestrictedError
+
+from .models import Accelerator, Architecture, Configuration, CudaToolkit, Precision, PyTorchWheel, Vendor
+from .units import UnitError, parse_memory
+
+CREATED, UPDATED, UNCHANGED = "created", "updated", "unchanged"
+
+DEFAULT_CATALOG_DIR = Path(settings.BASE_DIR) / "fixtures" / "catalog"
+
+
+class CatalogDataError(ValueError):
+    """Bad catalog data; the message names the file, the record and the field."""
+
+
+@dataclass(frozen=True)
+class UpsertResult:
+    instance: models.Model
+    action: str  # CREATED, UPDATED or UNCHANGED
+    changed_fields: tuple[str, ...] = ()
+
+
+@dataclass
+class LoadReport:
+    """What a load did, per kind (``vendors``, ``accelerators``, …)."""
+
+    dry_run: bool = False
+    created: Counter[str] = field(default_factory=Counter)
+    updated: Counter[str] = field(default_factory=Counter)
+    unchanged: Counter[str] = field(default_factory=Counter)
+    changes: list[str] = field(default_factory=list)  # "accelerators h100-sxm-80gb: notes, tdp_watts"
+    stale: dict[str, list[str]] = field(default_factory=dict)  # in the database, not in the files: kept
+    deleted: dict[str, list[str]] = field(default_factory=dict)  # stale and unreferenced, with prune=True
+    kept_referenced: dict[str, list[str]] = field(default_factory=dict)  # stale but referenced (PROTECT)
+
+    def record(self, kind: str, key: str, result: UpsertResult) -> None:
+        getattr(self, result.action)[kind] += 1
+        if result.action == UPDATED:
+            self.changes.append(f"{kind} {key}: {', '.join(result.changed_fields)}")
+
+    @property
+    def kinds(self) -> list[str]:
+        seen = [*self.created, *self.updated, *self.unchanged, *self.stale]
+        return [kind for kind, *_ in FILES if kind in seen]
+
+    def lines(self) -> list[str]:
+        out = []
+        for kind in self.kinds:
+            line = (
+                f"{kind}: {self.created[kind]} created, {self.updated[kind]} updated, "
+                f"{self.unchanged[kind]} unchanged"
+            )
+            if self.stale.get(kind):
+                line += f"; {len(self.stale[kind])} not in the files: {', '.join(self.stale[kind])}"
+            if self.deleted.get(kind):
+                line += f"; deleted {', '.join(self.deleted[kind])}"
+            if self.kept_referenced.get(kind):
+                line += f"; kept (referenced) {', '.join(self.kept_referenced[kind])}"
+            out.append(line)
+        return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Upserts
+
+
+def _same(model_field: models.Field, current: Any, wanted: Any) -> bool:
+    if isinstance(model_field, models.ForeignKey):
+        return current == (wanted.pk if wanted is not None else None)
+    if wanted is None or current is None:
+        return wanted is None and current is None
+    try:
+        return model_field.to_python(current) == model_field.to_python(wanted)
+    except ValidationError:
+        return False
+
+
+def _upsert(
+    model: type[models.Model],
+    lookup: dict[str, Any],
+    fields: dict[str, Any],
+    m2m: dict[str, list[models.Model]] | None = None,
+) -> UpsertResult:
+    m2m = m2m or {}
+    instance = model.objects.filter(**lookup).first()
+    if instance is None:
+        instance = model(**lookup, **fields)
+        instance.full_clean()
+        instance.save()
+        for name, values in m2m.items():
+            getattr(instance, name).set(values)
+        return UpsertResult(instance, CREATED)
+
+    changed = []
+    for name, value in fields.items():
+        model_field = model._meta.get_field(name)
+        current = getattr(instance, model_field.attname)
+        if not _same(model_field, current, value):
+            changed.append(name)
+            setattr(instance, name, value)
+    changed_m2m = [
+        name
+        for name, values in m2m.items()
+        if set(getattr(instance, name).values_list("pk", flat=True)) != {v.pk for v in values}
+    ]
+    if not changed and not changed_m2m:
+        return UpsertResult(instance, UNCHANGED)
+    if changed:
+        instance.full_clean()
+        instance.save()
+    for name in changed_m2m:
+        getattr(instance, name).set(m2m[name])
+    return UpsertResult(instance, UPDATED, tuple(changed + changed_m2m))
+
+
+def vendor_upsert(*, slug: str, name: str) -> UpsertResult:
+    return _upsert(Vendor, {"slug": slug}, {"name": name})
+
+
+def precision_upsert(*, slug: str, description: str = "") -> UpsertResult:
+    return _upsert(Precision, {"slug": slug}, {"description": description})
+
+
+def architecture_upsert(
+    *, slug: str, vendor: Vendor, precisions: Iterable[Precision], **fields: Any
+) -> UpsertResult:
+    return _upsert(
+        Architecture, {"slug": slug}, {"vendor": vendor, **fields}, {"precisions": list(precisions)}
+    )
+
+
+def accelerator_upsert(*, slug: str, architecture: Architecture, **fields: Any) -> UpsertResult:
+    return _upsert(Accelerator, {"slug": slug}, {"architecture": architecture, **fields})
+
+
+def configuration_upsert(*, slug: str, accelerator: Accelerator | None, **fields: Any) -> UpsertResult:
+    return _upsert(Configuration, {"slug": slug}, {"accelerator": accelerator, **fields})
+
+
+def cuda_toolkit_upsert(*, version: str, **fields: Any) -> UpsertResult:
+    return _upsert(CudaToolkit, {"version": version}, fields)
+
+
+def pytorch_wheel_upsert(*, torch_versions: str, variant: str, **fields: Any) -> UpsertResult:
+    return _upsert(PyTorchWheel, {"torch_versions": torch_versions, "variant": variant}, fields)
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading fixture files
+
+# (kind, file name, model, natural key fields, foreign keys: field → (model, kind)) in dependency order.
+FILES: list[tuple[str, str, type[models.Model], tuple[str, ...], dict[str, type[models.Model]]]] = [
+    ("vendors", "vendors.json", Vendor, ("slug",), {}),
+    ("precisions", "precisions.json", Precision, ("slug",), {}),
+    ("architectures", "architectures.json", Architecture, ("slug",), {"vendor": Vendor}),
+    ("accelerators", "accelerators.json", Accelerator, ("slug",), {"architecture": Architecture}),
+    ("configurations", "configurations.json", Configuration, ("slug",), {"accelerator": Accelerator}),
+    ("cuda_toolkits", "cuda_toolkits.json", CudaToolkit, ("version",), {}),
+    ("pytorch_wheels", "pytorch_wheels.json", PyTorchWheel, ("torch_versions", "variant"), {}),
+]
+_UPSERTS = {
+    "vendors": vendor_upsert,
+    "precisions": precision_upsert,
+    "architectures": architecture_upsert,
+    "accelerators": accelerator_upsert,
+    "configurations": configuration_upsert,
+    "cuda_toolkits": cuda_toolkit_upsert,
+    "pytorch_wheels": pytorch_wheel_upsert,
+}
+
+
+def _writable_fields(model: type[models.Model]) -> set[str]:
+    names = {f.name for f in model._meta.get_fields() if getattr(f, "editable", False) and not f.auto_created}
+    names |= {f.name for f in model._meta.many_to_many}
+    return names
+
+
+def _natural_key(record: Mapping[str, Any], key_fields: tuple[str, ...]) -> str:
+    return "/".join(str(record.get(k)) for k in key_fields)
+
+
+def _validation_detail(exc: ValidationError) -> str:
+    if hasattr(exc, "error_dict"):
+        return "; ".join(f"{name}: {' '.join(msgs)}" for name, msgs in exc.message_dict.items())
+    return " ".join(exc.messages)
+
+
+def _resolve(model: type[models.Model], slug: Any, field_name: str) -> models.Model | None:
+    if slug is None:
+        return None
+    found = model.objects.filter(slug=slug).first()
+    if found is None:
+        known = ", ".join(model.objects.order_by("slug").values_list("slug", flat=True)[:50])
+        raise CatalogDataError(
+            f"{field_name}: unknown {model._meta.verbose_name} {slug!r} (known: {known or 'none'})"
+        )
+    return found
+
+
+def _prepare(
+    kind: str, model: type[models.Model], fks: dict[str, type[models.Model]], record: Mapping[str, Any]
+) -> dict[str, Any]:
+    if not isinstance(record, Mapping):
+        raise CatalogDataError(f"expected an object, got {type(record).__name__}")
+    values = {k: v for k, v in record.items() if not k.startswith("_")}  # "_…" keys are provenance notes
+    unknown = sorted(set(values) - _writable_fields(model))
+    if unknown:
+        raise CatalogDataError(
+            f"unknown field(s) {', '.join(unknown)}; "
+            f"{model.__name__} has {', '.join(sorted(_writable_fields(model)))}"
+        )
+    for name, value in list(values.items()):
+        if name.endswith("_bytes") and isinstance(value, str):
+            try:
+                values[name] = parse_memory(value)
+            except UnitError as exc:
+                raise CatalogDataError(f"{name}: {exc}") from None
+    for name, fk_model in fks.items():
+        if name in values:
+            values[name] = _resolve(fk_model, values[name], name)
+    if kind == "architectures":
+        slugs = values.pop("precisions", [])
+        found = {p.slug: p for p in Precision.objects.filter(slug__in=slugs)}
+        missing = [s for s in slugs if s not in found]
+        if missing:
+            raise CatalogDataError(f"precisions: unknown precision(s) {', '.join(missing)}")
+        values["precisions"] = [found[s] for s in slugs]
+    return values
+
+
+def catalog_read(path: Path | str | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Read the fixture folder into ``{file name: records}``; a missing folder or bad JSON names the file."""
+    folder = Path(path) if path else DEFAULT_CATALOG_DIR
+    if not folder.is_dir():
+        raise CatalogDataError(
+            f"{folder}: no such catalog folder (expected the files {', '.join(f for _, f, *_ in FILES)})"
+        )
+    data: dict[str, list[dict[str, Any]]] = {}
+    for _, name, *_ in FILES:
+        file = folder / name
+        if not file.exists():
+            continue
+        try:
+            document = json.loads(file.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise CatalogDataError(f"{file}: not valid JSON ({exc})") from None
+        records = document.get("records") if isinstance(document, dict) else document
+        if not isinstance(records, list):
+            raise CatalogDataError(f"{file}: expected a list of records under 'records'")
+        data[name] = records
+    if not data:
+        raise CatalogDataError(
+            f"{folder}: none of the catalog files is there ({', '.join(f for _, f, *_ in FILES)})"
+        )
+    return data
+
+
+def _prune(kind: str, stale_rows: list[models.Model], report: LoadReport) -> None:
+    for row in stale_rows:
+        label = str(row)
+        if isinstance(row, Precision) and row.architectures.exists():
+            report.kept_referenced.setdefault(kind, []).append(label)
+            continue
+        try:
+            with transaction.atomic():
+                row.delete()
+        except (ProtectedError, RestrictedError):
+            report.kept_referenced.setdefault(kind, []).append(label)
+        else:
+            report.deleted.setdefault(kind, []).append(label)
+
+
+def catalog_load(
+    data: Mapping[str, list[Mapping[str, Any]]], *, dry_run: bool = False, prune: bool = False
+) -> LoadReport:
+    """Create or update every record in ``data`` (``{file name: records}``), in one transaction.
+
+    Rows in the database that a present file no longer lists are reported as stale and kept; with
+    ``prune=True`` the unreferenced ones are deleted (referenced ones stay: catalog parents are PROTECT).
+    ``dry_run=True`` does everything, reports it, and rolls back.
+    """
+    unknown = sorted(set(data) - {name for _, name, *_ in FILES})
+    if unknown:
+        raise CatalogDataError(f"unknown catalog file(s) {', '.join(unknown)}")
+    report = LoadReport(dry_run=dry_run)
+    with transaction.atomic():
+        seen_by_kind: dict[str, set[tuple[Any, ...]]] = {}
+        for kind, name, model, key_fields, fks in FILES:
+            if name not in data:
+                continue
+            seen = seen_by_kind.setdefault(kind, set())
+            for index, record in enumerate(data[name]):
+                key = _natural_key(record, key_fields) if isinstance(record, Mapping) else "?"
+                where = f"{name} record {index} ({key})"
+                try:
+                    values = _prepare(kind, model, fks, record)
+                    natural = tuple(values.get(k) for k in key_fields)
+                    if any(v in (None, "") for v in natural):
+                        raise CatalogDataError(f"missing natural key {', '.join(key_fields)}")
+                    if natural in seen:
+                        raise CatalogDataError("appears twice in the file")
+                    seen.add(natural)
+                    result = _UPSERTS[kind](**values)
+                except ValidationError as exc:
+                    raise CatalogDataError(f"{where}: {_validation_detail(exc)}") from None
+                except CatalogDataError as exc:
+                    raise CatalogDataError(f"{where}: {exc}") from None
+                except (TypeError, ValueError) as exc:  # a required field missing, a value of the wrong type
+                    raise CatalogDataError(f"{where}: {exc}") from None
+                report.record(kind, key, result)
+        # Stale rows, children first, so that pruning a configuration can free its accelerator.
+        for kind, _, model, key_fields, _ in reversed(FILES):
+            if kind not in seen_by_kind:
+                continue
+            stale_rows = [
+                row
+                for row in model.objects.order_by("pk")
+                if tuple(getattr(row, k) for k in key_fields) not in seen_by_kind[kind]
+            ]
+            if stale_rows:
+                report.stale[kind] = [_natural_key(vars(row), key_fields) for row in stale_rows]
+                if prune:
+                    _prune(kind, stale_rows, report)
+        if dry_run:
+            transaction.set_rollback(True)
+    return report
+
+
+def catalog_load_path(
+    path: Path | str | None = None, *, dry_run: bool = False, prune: bool = False
+) -> LoadReport:
+    """Read the fixture folder (default ``fixtures/catalog``) and load it with :func:`catalog_load`."""
+    return catalog_load(catalog_read(path), dry_run=dry_run, prune=prune)
