@@ -23,9 +23,11 @@ def node_configuration_match(inventory: NodeInventory) -> Configuration | None:
 
     NVML device names and catalog accelerator names do not line up reliably ("NVIDIA H100 80GB HBM3"
     vs "H100 SXM5 80GB"), so a GPU node matches on device count and per-device memory (the catalog's
-    usable figure where known, else marketed) within 7%, and only when exactly one configuration
-    fits; staff assign the rest in the admin. A host-probe node matches the CPU-only configuration
-    when there is exactly one, or exactly one for its CPU architecture.
+    usable figure where known, else marketed) within 7%, and on compute capability where both sides
+    know it (exact facts, so A100 80GB and H100 80GB stay apart). When several remain, the driver
+    branch (R550 for 550.54.15) may single one out. Otherwise None: staff assign it in the admin.
+    A host-probe node matches the CPU-only configuration when there is exactly one, or exactly one
+    for its CPU architecture.
     """
     if inventory.probe == ProbeKind.HOST:
         cpu = list(Configuration.objects.filter(kind=ConfigurationKind.CPU))
@@ -36,11 +38,27 @@ def node_configuration_match(inventory: NodeInventory) -> Configuration | None:
     reported = inventory.smallest_device_memory_bytes
     if reported is None:
         return None
-    candidates = Configuration.objects.with_memory().filter(
-        kind=ConfigurationKind.GPU, device_count=inventory.device_count
+    capabilities = {d.compute_capability for d in inventory.devices}
+    capability = capabilities.pop() if len(capabilities) == 1 else None
+    candidates = (
+        Configuration.objects.with_memory()
+        .select_related("accelerator__architecture")
+        .filter(kind=ConfigurationKind.GPU, device_count=inventory.device_count)
     )
-    matches = [c for c in candidates if _memory_matches(reported, c.usable_memory_bytes)]
+    matches = [
+        c
+        for c in candidates
+        if _memory_matches(reported, c.usable_memory_bytes) and _capability_matches(capability, c)
+    ]
+    if len(matches) > 1 and inventory.driver_version:
+        branch = f"R{inventory.driver_version.split('.')[0]}"
+        matches = [c for c in matches if c.driver_branch == branch]
     return matches[0] if len(matches) == 1 else None
+
+
+def _capability_matches(capability: str | None, configuration: Configuration) -> bool:
+    catalog = configuration.accelerator.architecture.compute_capability if configuration.accelerator else None
+    return capability is None or catalog is None or capability == catalog
 
 
 def node_heartbeat_record(name: str, inventory: NodeInventory) -> Node:

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from catalog.choices import ConfigurationKind, CpuArchitecture, ProbeKind
 from catalog.models import Node
-from tests.factories import AcceleratorFactory, ConfigurationFactory
+from tests.factories import AcceleratorFactory, ArchitectureFactory, ConfigurationFactory
 from workers import agent, tasks
 from workers.services import node_heartbeat_record
 
@@ -96,8 +96,9 @@ def test_catalog_usable_memory_is_preferred_to_marketed() -> None:
 
 def test_ambiguous_match_leaves_configuration_empty() -> None:
     h100 = AcceleratorFactory(marketed_memory_bytes=80 * 10**9)
+    # same count, memory, capability and driver branch: nothing left to tell them apart (SXM vs PCIe)
     ConfigurationFactory(accelerator=h100, device_count=2, nvlink_domain_size=2, driver_version="550.54.15")
-    ConfigurationFactory(accelerator=h100, device_count=2, nvlink_domain_size=2, driver_version="560.35.03")
+    ConfigurationFactory(accelerator=h100, device_count=2, nvlink_domain_size=2, driver_version="550.163.01")
 
     assert node_heartbeat_record("gpu-node-a", nvml_inventory(gpu(0), gpu(1))).configuration is None
 
@@ -137,3 +138,29 @@ def test_task_records_this_machine(settings) -> None:  # type: ignore[no-untyped
     node = Node.objects.get(name="task-node")
     assert result == {"node": "task-node", "probe": node.probe, "device_count": node.device_count}
     assert node.inventory["host"]["hostname"] == socket.gethostname()
+
+
+def test_compute_capability_tells_a100_from_h100() -> None:
+    """Both are "80 GB" within 7%; NVML's compute capability (9.0 here) is exact and separates them."""
+    ampere = ArchitectureFactory(compute_capability_major=8, compute_capability_minor=0)
+    hopper = ArchitectureFactory(compute_capability_major=9, compute_capability_minor=0)
+    ConfigurationFactory(
+        accelerator=AcceleratorFactory(architecture=ampere), device_count=2, nvlink_domain_size=2
+    )
+    h100 = ConfigurationFactory(
+        accelerator=AcceleratorFactory(architecture=hopper), device_count=2, nvlink_domain_size=2
+    )
+
+    assert node_heartbeat_record("gpu-node-a", nvml_inventory(gpu(0), gpu(1))).configuration == h100
+
+
+def test_driver_branch_breaks_a_tie() -> None:
+    h100 = AcceleratorFactory(marketed_memory_bytes=80 * 10**9)
+    ConfigurationFactory(accelerator=h100, device_count=2, nvlink_domain_size=2, driver_version="535.247.01")
+    r550 = ConfigurationFactory(
+        accelerator=h100, device_count=2, nvlink_domain_size=2, driver_version="550.163.01"
+    )
+
+    node = node_heartbeat_record("gpu-node-a", nvml_inventory(gpu(0), gpu(1), driver="550.54.15"))
+
+    assert node.configuration == r550
