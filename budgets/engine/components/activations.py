@@ -92,12 +92,16 @@ def inference_forward_transient(spec: ModelSpec, x: Shape, attention: str, gqa_c
     the residual stream, the normed input and the largest of the norm / attention / MLP transients."""
     tok = x.tokens
     hidden = tok * x.h * x.d
+    # eager attention returns its probabilities; the decoder layer keeps them (`hidden, _ = attn(...)`)
+    # until the layer returns, so they are still alive during the MLP
+    kept_probs = attention_scores_bytes(x, x.d) if attention == "eager" else 0
     inner = max(
         _norm_forward_transient(spec, x),
         _attention_forward_transient(spec, x, attention, gqa_copies),
-        _mlp_forward_transient(spec, x),
+        _mlp_forward_transient(spec, x) + kept_probs,
     )
-    return 2 * hidden + inner  # residual + normed input + the block's transient
+    # embedding output (held by the model's forward), layer input, residual, normed input
+    return 4 * hidden + inner
 
 
 def model_level_inference(spec: ModelSpec, x: Shape, attention: str, mask_positions: int) -> float:
@@ -139,7 +143,8 @@ def _attention_saved(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool
         qk_norm = tok * (x.q + x.kv) * per
     if attention == "eager":
         kv_width = x.q if x.kv < x.q else x.kv  # repeat_kv copies for GQA
-        scores = attention_scores_bytes(x, 4 + x.d)  # fp32 softmax output + its cast
+        # fp32 softmax output (+ its cast back when the compute dtype is not fp32)
+        scores = attention_scores_bytes(x, 4 + x.d if x.d < 4 else 4)
         return tok * (2 * x.q + 2 * kv_width) * x.d + scores + qk_norm
     kv_width = x.q if (gqa_copies and x.kv < x.q) else x.kv
     lse = x.b * x.heads * x.s * 4
