@@ -210,6 +210,12 @@ def loss_peak(x: Shape) -> float:
     return max(fwd, bwd)
 
 
+def loss_forward(x: Shape) -> float:
+    """Loss forward only: logits (d) + fp32 upcast (when d < 4) + log_softmax output."""
+    tv = x.tokens * x.vocab
+    return tv * (x.d + 4 + 4) if x.d < 4 else tv * 8
+
+
 def loss_saved(x: Shape) -> float:
     """What stays between the loss forward and backward: the fp32 log_softmax output."""
     return x.tokens * x.vocab * 4
