@@ -120,7 +120,8 @@ class Budget:
             "devices": self.devices,
             "per_device": {
                 "components": {
-                    c.name: {"bytes": c.bytes, "low": c.low, "high": c.high, "note": c.note} for c in pd.components
+                    c.name: {"bytes": c.bytes, "low": c.low, "high": c.high, "note": c.note}
+                    for c in pd.components
                 },
                 "total": {"bytes": pd.total_bytes, "low": pd.total_low_bytes, "high": pd.total_high_bytes},
                 "peak_phase": pd.peak_phase,
@@ -158,9 +159,7 @@ def render_table(budget: Budget) -> str:
     ]
     for c in pd.components:
         gb, gib = _fmt(c.bytes)
-        lines.append(
-            f"{c.name:<16}{gb:>12}{gib:>12}{c.low / GIB:>12,.3f}{c.high / GIB:>12,.3f}  {c.note}"
-        )
+        lines.append(f"{c.name:<16}{gb:>12}{gib:>12}{c.low / GIB:>12,.3f}{c.high / GIB:>12,.3f}  {c.note}")
     gb, gib = _fmt(pd.total_bytes)
     lines.append(
         f"{'total (peak)':<16}{gb:>12}{gib:>12}{pd.total_low_bytes / GIB:>12,.3f}{pd.total_high_bytes / GIB:>12,.3f}"

@@ -71,8 +71,16 @@ def _param_tensors(spec: ModelSpec, layers: int) -> int:
 def _shape(spec: ModelSpec, stage: parallel.Stage, b: int, s: int, k: int, d: float) -> act.Shape:
     t = stage.tensor
     return act.Shape(
-        b=b, s=s, k=k, h=spec.hidden_size, q=stage.heads * spec.head_dim, kv=stage.kv_heads * spec.head_dim,
-        heads=stage.heads, inter=math.ceil(spec.intermediate_size / t), vocab=math.ceil(spec.vocab_size / t), d=d,
+        b=b,
+        s=s,
+        k=k,
+        h=spec.hidden_size,
+        q=stage.heads * spec.head_dim,
+        kv=stage.kv_heads * spec.head_dim,
+        heads=stage.heads,
+        inter=math.ceil(spec.intermediate_size / t),
+        vocab=math.ceil(spec.vocab_size / t),
+        d=d,
     )
 
 
@@ -83,7 +91,9 @@ def _band(device: str) -> tuple[float, float]:
 # --- inference ---------------------------------------------------------------------------------
 
 
-def _inference_stage(w: Workload, stage: parallel.Stage, weights: Range, device_memory_bytes: int | None) -> _Stage:
+def _inference_stage(
+    w: Workload, stage: parallel.Stage, weights: Range, device_memory_bytes: int | None
+) -> _Stage:
     assert w.inference is not None
     spec = w.spec
     inf = w.inference
@@ -112,7 +122,9 @@ def _inference_stage(w: Workload, stage: parallel.Stage, weights: Range, device_
         attend_prefill, attend_decode = s, longest - 1
         decode_gqa = gqa_sdpa
     else:
-        kv_final = kv.kv_cache_bytes(spec, stage.kv_heads, layers, kv_prec, layout, longest, b, inf.kv_block_tokens)
+        kv_final = kv.kv_cache_bytes(
+            spec, stage.kv_heads, layers, kv_prec, layout, longest, b, inf.kv_block_tokens
+        )
         kv_prefill = kv_final
         growth = 0
         out.preallocated = True
@@ -141,7 +153,9 @@ def _inference_stage(w: Workload, stage: parallel.Stage, weights: Range, device_
 
     xd = _shape(spec, stage, b, 1, attend_decode, d)
     decode_layer = act.inference_forward_transient(spec, xd, attention, gqa_copies=not decode_gqa)
-    decode_model = act.model_level_inference(spec, xd, attention, attend_decode if attention == "eager" else 0)
+    decode_model = act.model_level_inference(
+        spec, xd, attention, attend_decode if attention == "eager" else 0
+    )
     generation_ids = 3 * b * longest * 8  # input_ids / attention_mask grown by cat (int64)
     decode_act = decode_model + decode_layer + head + generation_ids
 
@@ -162,13 +176,20 @@ def _inference_stage(w: Workload, stage: parallel.Stage, weights: Range, device_
     }
     out.notes["kv_cache"] = kv_note
     out.notes["activations"] = act_note
-    out.transient_for_fragmentation = int(max(prefill_act, decode_act) + (kv_final if layout == "dynamic" else 0))
+    out.transient_for_fragmentation = int(
+        max(prefill_act, decode_act) + (kv_final if layout == "dynamic" else 0)
+    )
     out.live_tensors = _param_tensors(spec, layers) + (2 * layers if layout != "dynamic" else 2 * layers)
     return out
 
 
 def _vllm_stage(
-    w: Workload, stage: parallel.Stage, weights: Range, device_memory_bytes: int | None, out: _Stage, per_tok: int
+    w: Workload,
+    stage: parallel.Stage,
+    weights: Range,
+    device_memory_bytes: int | None,
+    out: _Stage,
+    per_tok: int,
 ) -> _Stage:
     assert w.inference is not None
     spec = w.spec
@@ -178,7 +199,9 @@ def _vllm_stage(
     b = inf.concurrent_sessions
     longest = inf.max_request_tokens
     lo, hi = _band(w.runtime.device)
-    needed = kv.kv_cache_bytes(spec, stage.kv_heads, stage.layers, kv_prec, "paged", longest, b, inf.kv_block_tokens)
+    needed = kv.kv_cache_bytes(
+        spec, stage.kv_heads, stage.layers, kv_prec, "paged", longest, b, inf.kv_block_tokens
+    )
     # profiled forward: max_num_batched_tokens in one step with fused qkv / gate_up kernels
     tokens = min(VLLM_MAX_BATCHED_TOKENS, max(b * longest, 1))
     x = _shape(spec, stage, 1, tokens, tokens, d)
@@ -196,7 +219,9 @@ def _vllm_stage(
     kv_note = f"paged KV the workload needs: {b} × {longest} tokens in blocks of {inf.kv_block_tokens}; {per_tok:,} B/token/device"
     if device_memory_bytes:
         runtime_r, _ = rt.cuda_context(w.runtime.device, w.runtime.cuda_version_tuple)
-        non_torch = runtime_r.bytes + ws.nccl(w.runtime.device, w.parallelism.tensor, w.parallelism.pipeline, 1).bytes
+        non_torch = (
+            runtime_r.bytes + ws.nccl(w.runtime.device, w.parallelism.tensor, w.parallelism.pipeline, 1).bytes
+        )
         requested = int(device_memory_bytes * inf.gpu_memory_utilization)
         pool = max(requested - weights.bytes - activations.bytes - non_torch - VLLM_CUDA_GRAPHS.bytes, 0)
         block_bytes = per_tok * inf.kv_block_tokens
@@ -204,14 +229,19 @@ def _vllm_stage(
         per_request_blocks = math.ceil(longest / inf.kv_block_tokens)
         max_conc = blocks // per_request_blocks if per_request_blocks else 0
         max_tokens = (blocks // b) * inf.kv_block_tokens
-        kv_value = Range(min(needed, pool), max(pool, needed), max(pool, needed)) if pool else Range.exact(needed)
+        kv_value = (
+            Range(min(needed, pool), max(pool, needed), max(pool, needed)) if pool else Range.exact(needed)
+        )
         kv_note = (
             f"vLLM KV pool = {inf.gpu_memory_utilization:g} × device memory − weights − profiled activations − "
             f"non-torch = {pool:,} B ({blocks:,} blocks); the workload needs {needed:,} B"
         )
     out.serving = ServingPlan(
-        kv_bytes_per_token=per_tok, kv_bytes_needed=needed, kv_pool_bytes=pool,
-        max_concurrent_sessions_at_max_request=max_conc, max_request_tokens_at_concurrency=max_tokens,
+        kv_bytes_per_token=per_tok,
+        kv_bytes_needed=needed,
+        kv_pool_bytes=pool,
+        max_concurrent_sessions_at_max_request=max_conc,
+        max_request_tokens_at_concurrency=max_tokens,
         device_memory_bytes=device_memory_bytes,
     )
     out.phases["profile"] = {"weights": weights, "activations": activations}
@@ -231,7 +261,9 @@ def _vllm_stage(
 # --- training ----------------------------------------------------------------------------------
 
 
-def _training_stage(w: Workload, stage: parallel.Stage, layer_p: float, emb_p: float, head_p: float, total_params: int) -> _Stage:
+def _training_stage(
+    w: Workload, stage: parallel.Stage, layer_p: float, emb_p: float, head_p: float, total_params: int
+) -> _Stage:
     assert w.training is not None
     spec = w.spec
     t = w.training
@@ -245,8 +277,14 @@ def _training_stage(w: Workload, stage: parallel.Stage, layer_p: float, emb_p: f
     exact_params = total_params if (stage.name == "only" and stage.tensor == 1) else device_params
 
     # weights (ZeRO-3 partitions them over the data-parallel group)
-    w_bytes, w_note = weight_bytes(layer_p, emb_p, head_p, prec.weights, w.model.weights_bytes if w.model else None, total_params)
-    if exact_params == total_params and prec.weights in ("fp32", "bf16", "fp16") and not (w.model and w.model.weights_bytes):
+    w_bytes, w_note = weight_bytes(
+        layer_p, emb_p, head_p, prec.weights, w.model.weights_bytes if w.model else None, total_params
+    )
+    if (
+        exact_params == total_params
+        and prec.weights in ("fp32", "bf16", "fp16")
+        and not (w.model and w.model.weights_bytes)
+    ):
         w_bytes = int(total_params * nbytes(prec.weights))
     z3 = stage.zero_shards_parameters
     w_bytes = w_bytes // z3 if w_bytes % z3 == 0 else math.ceil(w_bytes / z3)
@@ -258,7 +296,9 @@ def _training_stage(w: Workload, stage: parallel.Stage, layer_p: float, emb_p: f
         train_note = "all parameters trainable"
     else:
         x0 = _shape(spec, stage, 1, 1, 1, d)
-        trainable = tr.lora_parameters(spec.hidden_size, x0.q, x0.kv, x0.inter, stage.layers, t.lora.rank, list(t.lora.target_modules))
+        trainable = tr.lora_parameters(
+            spec.hidden_size, x0.q, x0.kv, x0.inter, stage.layers, t.lora.rank, list(t.lora.target_modules)
+        )
         adapter_bytes = int(trainable * nbytes(prec.master_weights or prec.compute or "bf16"))
         train_note = f"LoRA rank {t.lora.rank} on {', '.join(t.lora.target_modules)}: {trainable:,} trainable parameters"
     weights = Range.exact(w_bytes + adapter_bytes)
@@ -268,17 +308,34 @@ def _training_stage(w: Workload, stage: parallel.Stage, layer_p: float, emb_p: f
         grad_prec = "bf16"
     g_shards = stage.zero_shards_gradients
     grads_full = trainable * nbytes(grad_prec)
-    grads = Range.exact(grads_full / g_shards if (grads_full / g_shards) == int(grads_full / g_shards) else math.ceil(grads_full / g_shards))
-    per_param_opt = tr.optimizer_state_bytes_per_param(t.optimizer, prec.weights if t.method == "full" else (prec.master_weights or prec.compute or "bf16"), prec.master_weights, spec.hidden_size)
+    grads = Range.exact(
+        grads_full / g_shards
+        if (grads_full / g_shards) == int(grads_full / g_shards)
+        else math.ceil(grads_full / g_shards)
+    )
+    per_param_opt = tr.optimizer_state_bytes_per_param(
+        t.optimizer,
+        prec.weights if t.method == "full" else (prec.master_weights or prec.compute or "bf16"),
+        prec.master_weights,
+        spec.hidden_size,
+    )
     o_shards = stage.zero_shards_optimizer
     opt_total = trainable * per_param_opt
     opt_bytes = opt_total / o_shards
     opt_bytes = int(opt_bytes) if opt_bytes == int(opt_bytes) else math.ceil(opt_bytes)
     if device == "cpu":
-        n_tensors = _param_tensors(spec, stage.layers) if t.method == "full" else 2 * stage.layers * len(t.lora.target_modules)
+        n_tensors = (
+            _param_tensors(spec, stage.layers)
+            if t.method == "full"
+            else 2 * stage.layers * len(t.lora.target_modules)
+        )
         opt_bytes += tr.adam_step_tensors_bytes(t.optimizer, n_tensors)
     optimizer = Range.exact(opt_bytes)
-    step_temp = trainable * tr.optimizer_step_transient_per_param(t.optimizer, prec.weights, prec.master_weights) / o_shards
+    step_temp = (
+        trainable
+        * tr.optimizer_step_transient_per_param(t.optimizer, prec.weights, prec.master_weights)
+        / o_shards
+    )
 
     # activations
     b, s = t.micro_batch_size, t.sequence_length
@@ -300,17 +357,31 @@ def _training_stage(w: Workload, stage: parallel.Stage, layer_p: float, emb_p: f
         loss_keep = act.loss_saved(x)
     else:
         final_norm = loss_fwd = loss_keep = 0
-    head_grad = (spec.vocab_size * spec.embed_dim / stage.tensor) * nbytes(grad_prec) if (stage.holds_head and t.method == "full") else 0
+    head_grad = (
+        (spec.vocab_size * spec.embed_dim / stage.tensor) * nbytes(grad_prec)
+        if (stage.holds_head and t.method == "full")
+        else 0
+    )
     head_grad = head_grad / g_shards
-    emb_grad_transient = (spec.vocab_size * spec.embed_dim / stage.tensor) * nbytes(grad_prec) if (spec.tie_word_embeddings and t.method == "full" and stage.holds_embedding) else 0
+    emb_grad_transient = (
+        (spec.vocab_size * spec.embed_dim / stage.tensor) * nbytes(grad_prec)
+        if (spec.tie_word_embeddings and t.method == "full" and stage.holds_embedding)
+        else 0
+    )
 
-    fwd_act = saved_layers + embed_out + model_level + final_norm + (act.loss_forward(x) if stage.holds_head else 0)
-    bwd_start_act = saved_layers + embed_out + final_norm + max(loss_fwd, loss_keep + recompute + bwd_transient)
+    fwd_act = (
+        saved_layers + embed_out + model_level + final_norm + (act.loss_forward(x) if stage.holds_head else 0)
+    )
+    bwd_start_act = (
+        saved_layers + embed_out + final_norm + max(loss_fwd, loss_keep + recompute + bwd_transient)
+    )
     bwd_end_act = recompute + bwd_transient + embed_out
 
     # workspace: optimizer foreach buffer, ZeRO-3 gathered layers, DDP/ZeRO buckets, NCCL, cuBLAS
     layer_params_full = (layer_p / max(stage.layers, 1)) if stage.layers else 0
-    zero3_gather = 2 * layer_params_full * nbytes(prec.weights) if stage.zero_stage >= 3 and stage.data > 1 else 0
+    zero3_gather = (
+        2 * layer_params_full * nbytes(prec.weights) if stage.zero_stage >= 3 and stage.data > 1 else 0
+    )
     buckets = 0.0
     if stage.data > 1:
         if stage.zero_stage == 0:
@@ -327,30 +398,44 @@ def _training_stage(w: Workload, stage: parallel.Stage, layer_p: float, emb_p: f
     opt_phase_ws = Range.exact(step_temp)
     band = lambda v: Range.spread(v, lo, hi)  # noqa: E731
     out.phases["forward"] = {
-        "weights": weights, "optimizer_state": optimizer, "activations": band(fwd_act),
+        "weights": weights,
+        "optimizer_state": optimizer,
+        "activations": band(fwd_act),
     }
     out.phases["backward"] = {
-        "weights": weights, "optimizer_state": optimizer,
+        "weights": weights,
+        "optimizer_state": optimizer,
         # measured (CPU profiler): the backward peak is at log_softmax backward, before any
         # parameter gradient exists; the LM head gradient arrives after the loss buffers are freed
-        "activations": band(bwd_start_act), "gradients": ZERO,
+        "activations": band(bwd_start_act),
+        "gradients": ZERO,
     }
     out.phases["backward_head"] = {
-        "weights": weights, "optimizer_state": optimizer,
+        "weights": weights,
+        "optimizer_state": optimizer,
         "activations": band(saved_layers + embed_out + final_norm + x.tokens * x.vocab * d),
         "gradients": Range.exact(head_grad),
     }
     out.phases["backward_end"] = {
-        "weights": weights, "optimizer_state": optimizer,
-        "activations": band(bwd_end_act), "gradients": grads + Range.exact(emb_grad_transient),
+        "weights": weights,
+        "optimizer_state": optimizer,
+        "activations": band(bwd_end_act),
+        "gradients": grads + Range.exact(emb_grad_transient),
     }
     out.phases["optimizer_step"] = {
-        "weights": weights, "optimizer_state": optimizer, "gradients": grads, "workspace": opt_phase_ws,
+        "weights": weights,
+        "optimizer_state": optimizer,
+        "gradients": grads,
+        "workspace": opt_phase_ws,
     }
     grad_note = f"{trainable:,} trainable parameters × {nbytes(grad_prec):g} B ({grad_prec})" + (
         f" / {g_shards} (ZeRO-{stage.zero_stage})" if g_shards > 1 else ""
     )
-    out.notes["weights"] = w_note + (f" / {z3} (ZeRO-3 partitions)" if z3 > 1 else "") + (f"; + LoRA adapters {adapter_bytes:,} B" if adapter_bytes else "")
+    out.notes["weights"] = (
+        w_note
+        + (f" / {z3} (ZeRO-3 partitions)" if z3 > 1 else "")
+        + (f"; + LoRA adapters {adapter_bytes:,} B" if adapter_bytes else "")
+    )
     out.notes["gradients"] = grad_note + "; absent in forward (zero_grad(set_to_none=True))"
     out.notes["optimizer_state"] = (
         f"{t.optimizer}: {per_param_opt:g} B/param"
@@ -359,7 +444,11 @@ def _training_stage(w: Workload, stage: parallel.Stage, layer_p: float, emb_p: f
     )
     out.notes["activations"] = (
         f"{mode} recomputation, {attention} attention, {b}×{s} tokens × {stage.layers} layers"
-        + (f" × {stage.in_flight_microbatches} in-flight micro-batches (1F1B)" if stage.in_flight_microbatches > 1 else "")
+        + (
+            f" × {stage.in_flight_microbatches} in-flight micro-batches (1F1B)"
+            if stage.in_flight_microbatches > 1
+            else ""
+        )
         + ("; logits, fp32 upcast and cross-entropy copies" if stage.holds_head else "")
         + f"; {train_note}"
     )
@@ -382,7 +471,9 @@ def _custom(w: Workload) -> Budget:
     device = w.runtime.device
     runtime_r, runtime_note = rt.cuda_context(device, w.runtime.cuda_version_tuple)
     tensors = sum(per.values())
-    fr = frag.fragmentation(device, per["activations"] + per["kv_cache"], 0, w.runtime.expandable_segments, False)
+    fr = frag.fragmentation(
+        device, per["activations"] + per["kv_cache"], 0, w.runtime.expandable_segments, False
+    )
     comps = []
     for name in COMPONENT_NAMES:
         if name in per:
@@ -397,11 +488,18 @@ def _custom(w: Workload) -> Budget:
         comps.append(ComponentBudget(name, v.low, v.bytes, v.high, note))
     total = Range.exact(tensors) + runtime_r + fr
     pd = DeviceBudget(
-        components=tuple(comps), total_bytes=total.bytes, total_low_bytes=total.low, total_high_bytes=total.high,
-        peak_phase="run", phases=(PhasePeak("run", total.bytes, total.low, total.high),),
+        components=tuple(comps),
+        total_bytes=total.bytes,
+        total_low_bytes=total.low,
+        total_high_bytes=total.high,
+        peak_phase="run",
+        phases=(PhasePeak("run", total.bytes, total.low, total.high),),
     )
     return Budget(
-        workload=w.name, device=device, devices=1, per_device=pd,
+        workload=w.name,
+        device=device,
+        devices=1,
+        per_device=pd,
         host=HostBudget(ram_bytes=host_mod.PROCESS_BASE_BYTES + per["weights"], disk_bytes=per["weights"]),
         assumptions=(
             "GB = 1e9 B, GiB = 2^30 B; every byte count is an integer number of bytes",
@@ -414,7 +512,9 @@ def _custom(w: Workload) -> Budget:
 # --- assembly ----------------------------------------------------------------------------------
 
 
-def _assemble(w: Workload, st: _Stage, runtime_r: Range, runtime_note: str, ws_base: Range) -> tuple[DeviceBudget, Range]:
+def _assemble(
+    w: Workload, st: _Stage, runtime_r: Range, runtime_note: str, ws_base: Range
+) -> tuple[DeviceBudget, Range]:
     device = w.runtime.device
     fixed = dict(st.fixed)
     fixed["workspace"] = fixed.get("workspace", ZERO) + ws_base
@@ -444,14 +544,29 @@ def _assemble(w: Workload, st: _Stage, runtime_r: Range, runtime_note: str, ws_b
             best_name, best = pname, Range(lo_sum, mid, hi_sum)
         best_low = max(best_low, lo_sum)
         best_high = max(best_high, hi_sum)
-    fr = frag.fragmentation(device, st.transient_for_fragmentation, st.live_tensors, w.runtime.expandable_segments, st.preallocated)
+    fr = frag.fragmentation(
+        device,
+        st.transient_for_fragmentation,
+        st.live_tensors,
+        w.runtime.expandable_segments,
+        st.preallocated,
+    )
     comp_max["fragmentation"] = [fr.low, fr.bytes, fr.high]
     notes = dict(st.notes)
     notes.setdefault("runtime", runtime_note)
-    notes.setdefault("fragmentation", "cpu device: tensors only" if device == "cpu" else (
-        "caching allocator: 2 MiB rounding of large blocks and split-block waste"
-        + (" (expandable_segments)" if w.runtime.expandable_segments else "")))
-    notes.setdefault("workspace", "cuBLAS workspace (:4096:2:16:8)" if device == "cuda" else "cpu device: no library workspaces")
+    notes.setdefault(
+        "fragmentation",
+        "cpu device: tensors only"
+        if device == "cpu"
+        else (
+            "caching allocator: 2 MiB rounding of large blocks and split-block waste"
+            + (" (expandable_segments)" if w.runtime.expandable_segments else "")
+        ),
+    )
+    notes.setdefault(
+        "workspace",
+        "cuBLAS workspace (:4096:2:16:8)" if device == "cuda" else "cpu device: no library workspaces",
+    )
     notes.setdefault("kv_cache", "no KV cache (training forward runs with use_cache=False)")
     notes.setdefault("gradients", "inference: no gradients")
     notes.setdefault("optimizer_state", "inference: no optimizer")
@@ -462,8 +577,12 @@ def _assemble(w: Workload, st: _Stage, runtime_r: Range, runtime_note: str, ws_b
     total = Range(best_low + fr.low, best.bytes + fr.bytes, best_high + fr.high)
     return (
         DeviceBudget(
-            components=comps, total_bytes=total.bytes, total_low_bytes=total.low, total_high_bytes=total.high,
-            peak_phase=best_name, phases=tuple(phases),
+            components=comps,
+            total_bytes=total.bytes,
+            total_low_bytes=total.low,
+            total_high_bytes=total.high,
+            peak_phase=best_name,
+            phases=tuple(phases),
         ),
         total,
     )
@@ -485,18 +604,41 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None) -> Budg
     par = w.parallelism
     device = w.runtime.device
     runtime_r, runtime_note = rt.cuda_context(device, w.runtime.cuda_version_tuple)
-    ws_base = ws.cublas(device) + ws.nccl(device, par.tensor, par.pipeline, par.data if w.task == "training" else 1)
+    ws_base = ws.cublas(device) + ws.nccl(
+        device, par.tensor, par.pipeline, par.data if w.task == "training" else 1
+    )
     ws_base = ws_base + ws.attention_backend(device, w.runtime.attention)
-    stages = parallel.stages(spec, par.tensor, par.pipeline, par.data if w.task == "training" else 1, par.zero_stage if w.task == "training" else 0, par.sequence_parallel)
+    stages = parallel.stages(
+        spec,
+        par.tensor,
+        par.pipeline,
+        par.data if w.task == "training" else 1,
+        par.zero_stage if w.task == "training" else 0,
+        par.sequence_parallel,
+    )
     best: tuple[DeviceBudget, _Stage, str] | None = None
     for stage in stages:
-        layer_p, emb_p, head_p = parallel.stage_parameters(spec, pc, stage, w.model.parameter_count if w.model else None)
+        layer_p, emb_p, head_p = parallel.stage_parameters(
+            spec, pc, stage, w.model.parameter_count if w.model else None
+        )
         if w.task == "training":
             st = _training_stage(w, stage, layer_p, emb_p, head_p, total_params)
             stage_note = ""
         else:
-            wb, w_note = weight_bytes(layer_p, emb_p, head_p, w.precision.weights, w.model.weights_bytes if w.model else None, total_params)
-            if stage.name == "only" and stage.tensor == 1 and w.precision.weights in ("fp32", "bf16", "fp16") and not (w.model and w.model.weights_bytes):
+            wb, w_note = weight_bytes(
+                layer_p,
+                emb_p,
+                head_p,
+                w.precision.weights,
+                w.model.weights_bytes if w.model else None,
+                total_params,
+            )
+            if (
+                stage.name == "only"
+                and stage.tensor == 1
+                and w.precision.weights in ("fp32", "bf16", "fp16")
+                and not (w.model and w.model.weights_bytes)
+            ):
                 wb = int(total_params * nbytes(w.precision.weights))
             st = _inference_stage(w, stage, Range.exact(wb), device_memory_bytes)
             st.notes.setdefault("weights", w_note)
@@ -518,8 +660,15 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None) -> Budg
         converted = int(total_params * nbytes(w.precision.weights) * 1.03)
     train_ckpt = 0
     if w.task == "training" and w.training is not None and w.training.method == "full":
-        train_ckpt = int(total_params * (nbytes(ckpt_prec) + tr.optimizer_state_bytes_per_param(
-            w.training.optimizer, w.precision.weights, w.precision.master_weights, spec.hidden_size)))
+        train_ckpt = int(
+            total_params
+            * (
+                nbytes(ckpt_prec)
+                + tr.optimizer_state_bytes_per_param(
+                    w.training.optimizer, w.precision.weights, w.precision.master_weights, spec.hidden_size
+                )
+            )
+        )
     processes_per_node = min(par.devices, 8)
     host = HostBudget(
         ram_bytes=host_mod.host_ram(device, checkpoint, processes_per_node, db.total_bytes),
@@ -527,12 +676,22 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None) -> Budg
     )
     assumptions = _assumptions(w, stage_name, total_params)
     plan = {
-        "tensor": par.tensor, "pipeline": par.pipeline, "data": par.data, "zero_stage": par.zero_stage,
-        "sequence_parallel": par.sequence_parallel, "busiest_stage": stage_name,
+        "tensor": par.tensor,
+        "pipeline": par.pipeline,
+        "data": par.data,
+        "zero_stage": par.zero_stage,
+        "sequence_parallel": par.sequence_parallel,
+        "busiest_stage": stage_name,
     }
     return Budget(
-        workload=w.name, device=device, devices=par.devices, per_device=db, host=host,
-        assumptions=assumptions, plan=plan, serving=st.serving,
+        workload=w.name,
+        device=device,
+        devices=par.devices,
+        per_device=db,
+        host=host,
+        assumptions=assumptions,
+        plan=plan,
+        serving=st.serving,
     )
 
 
@@ -544,17 +703,29 @@ def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, 
         "peak = the largest phase (components alive together), not the sum of component peaks",
     ]
     if w.runtime.device == "cpu":
-        out.append("device cpu: the exact framework tensor peak on the host (PyTorch profiler view); no runtime, fragmentation or CUDA workspaces")
+        out.append(
+            "device cpu: the exact framework tensor peak on the host (PyTorch profiler view); no runtime, fragmentation or CUDA workspaces"
+        )
     else:
-        out.append("device cuda: the device-level (NVML) peak: tensors + caching-allocator overhead + CUDA context + library workspaces")
+        out.append(
+            "device cuda: the device-level (NVML) peak: tensors + caching-allocator overhead + CUDA context + library workspaces"
+        )
     out.append(f"attention implementation: {w.runtime.attention}")
     if w.task == "training" and w.training is not None:
         p = w.precision
-        conv = "16 B/param ZeRO convention (fp16/bf16 gradients)" if p.gradients in ("fp16", "bf16") and p.master_weights else (
-            "18 B/param DeepSpeed/Megatron convention (fp32 gradients)" if p.gradients == "fp32" and p.master_weights else
-            "pure-precision training (states in the parameter dtype)")
+        conv = (
+            "16 B/param ZeRO convention (fp16/bf16 gradients)"
+            if p.gradients in ("fp16", "bf16") and p.master_weights
+            else (
+                "18 B/param DeepSpeed/Megatron convention (fp32 gradients)"
+                if p.gradients == "fp32" and p.master_weights
+                else "pure-precision training (states in the parameter dtype)"
+            )
+        )
         out.append(f"model states: {conv}; optimizer {w.training.optimizer}")
-        out.append("gradients are freed by zero_grad(set_to_none=True) between steps; foreach optimizers allocate a parameter-sized buffer in the step")
+        out.append(
+            "gradients are freed by zero_grad(set_to_none=True) between steps; foreach optimizers allocate a parameter-sized buffer in the step"
+        )
         if w.parallelism.pipeline > 1:
             out.append(f"pipeline 1F1B: the {stage_name} stage is the busiest")
     elif w.inference is not None:

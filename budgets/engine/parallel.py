@@ -47,7 +47,9 @@ def kv_heads_per_device(spec: ModelSpec, tensor: int) -> int:
     return max(math.ceil(spec.num_kv_heads / tensor), 1)
 
 
-def stages(spec: ModelSpec, tensor: int, pipeline: int, data: int, zero_stage: int, sequence_parallel: bool) -> list[Stage]:
+def stages(
+    spec: ModelSpec, tensor: int, pipeline: int, data: int, zero_stage: int, sequence_parallel: bool
+) -> list[Stage]:
     """The candidate busiest devices: the only stage, or the first and last pipeline stages."""
     layers = math.ceil(spec.num_layers / pipeline)
     common = {
@@ -67,7 +69,9 @@ def stages(spec: ModelSpec, tensor: int, pipeline: int, data: int, zero_stage: i
     ]
 
 
-def stage_parameters(spec: ModelSpec, pc: ParameterCount, stage: Stage, total_override: int | None) -> tuple[float, float, float]:
+def stage_parameters(
+    spec: ModelSpec, pc: ParameterCount, stage: Stage, total_override: int | None
+) -> tuple[float, float, float]:
     """(layer params, embedding params, head params) resident on the device before ZeRO-3 sharding.
 
     Matrices and the vocabulary are split by the tensor degree; norms are replicated (small, counted

@@ -50,7 +50,9 @@ class Architecture(_Section):
     mlp: Literal["gated", "standard"] = "gated"
     num_experts: int = Field(1, ge=1, le=4096)
     experts_per_token: int | None = Field(None, ge=1, le=4096, description="default: min(2, num_experts)")
-    moe_intermediate_size: int | None = Field(None, ge=1, le=1_048_576, description="default: intermediate_size")
+    moe_intermediate_size: int | None = Field(
+        None, ge=1, le=1_048_576, description="default: intermediate_size"
+    )
     attention_bias: bool = False
     norm: Literal["rms", "layer"] = "rms"
 
@@ -71,10 +73,14 @@ class Architecture(_Section):
 class ModelRef(_Section):
     """Exactly one of preset / hf_config / architecture, plus optional exact overrides."""
 
-    preset: str | None = Field(None, min_length=1, max_length=200, description="an id from fixtures/model_presets.json")
+    preset: str | None = Field(
+        None, min_length=1, max_length=200, description="an id from fixtures/model_presets.json"
+    )
     hf_config: dict[str, Any] | None = Field(None, description="content of a Hugging Face config.json")
     architecture: Architecture | None = None
-    parameter_count: int | None = Field(None, ge=1, le=MAX_PARAMETERS, description="exact; overrides the derived count")
+    parameter_count: int | None = Field(
+        None, ge=1, le=MAX_PARAMETERS, description="exact; overrides the derived count"
+    )
     weights_bytes: int | None = Field(None, ge=1, le=MAX_BYTES, description="exact on-device weight bytes")
 
     _spec: ModelSpec | None = PrivateAttr(default=None)
@@ -107,12 +113,20 @@ class ModelRef(_Section):
             a = self.architecture
             assert a is not None
             self._spec = from_architecture(
-                num_layers=a.num_layers, hidden_size=a.hidden_size, num_attention_heads=a.num_attention_heads,
-                intermediate_size=a.intermediate_size, vocab_size=a.vocab_size,
-                num_key_value_heads=a.num_key_value_heads, head_dim=a.head_dim,
-                tie_word_embeddings=a.tie_word_embeddings, mlp=a.mlp, num_experts=a.num_experts,
-                experts_per_token=a.experts_per_token, moe_intermediate_size=a.moe_intermediate_size,
-                attention_bias=a.attention_bias, norm=a.norm,
+                num_layers=a.num_layers,
+                hidden_size=a.hidden_size,
+                num_attention_heads=a.num_attention_heads,
+                intermediate_size=a.intermediate_size,
+                vocab_size=a.vocab_size,
+                num_key_value_heads=a.num_key_value_heads,
+                head_dim=a.head_dim,
+                tie_word_embeddings=a.tie_word_embeddings,
+                mlp=a.mlp,
+                num_experts=a.num_experts,
+                experts_per_token=a.experts_per_token,
+                moe_intermediate_size=a.moe_intermediate_size,
+                attention_bias=a.attention_bias,
+                norm=a.norm,
             )
         return self
 
@@ -145,7 +159,9 @@ class PrecisionSpec(_Section):
     compute: Precision | None = Field(None, description="default: weights for fp32/bf16/fp16, else bf16")
     kv_cache: Precision | None = Field(None, description="default: compute")
     gradients: Precision | None = Field(None, description="training only; default: the weights' dtype")
-    master_weights: Literal["fp32"] | None = Field(None, description="fp32 master copy in mixed precision, or null")
+    master_weights: Literal["fp32"] | None = Field(
+        None, description="fp32 master copy in mixed precision, or null"
+    )
 
     @model_validator(mode="after")
     def _defaults(self) -> PrecisionSpec:
@@ -156,7 +172,9 @@ class PrecisionSpec(_Section):
         if self.gradients is None:
             self.gradients = self.weights if self.weights in FLOAT_PRECISIONS else self.compute
         if self.compute in ("int8", "int4"):
-            raise ValueError("compute must be fp32, bf16, fp16 or fp8 (integer formats store, they do not compute)")
+            raise ValueError(
+                "compute must be fp32, bf16, fp16 or fp8 (integer formats store, they do not compute)"
+            )
         return self
 
 
@@ -176,7 +194,9 @@ class InferenceSpec(_Section):
     @model_validator(mode="after")
     def _defaults(self) -> InferenceSpec:
         if self.kv_cache_layout is None:
-            self.kv_cache_layout = {"vllm": "paged", "transformers": "dynamic", "generic": "contiguous"}[self.engine]
+            self.kv_cache_layout = {"vllm": "paged", "transformers": "dynamic", "generic": "contiguous"}[
+                self.engine
+            ]
         if self.max_input_tokens + self.max_output_tokens > MAX_TOKENS:
             raise ValueError(f"max_input_tokens + max_output_tokens must be at most {MAX_TOKENS}")
         if self.engine == "vllm" and self.kv_cache_layout != "paged":
@@ -286,7 +306,9 @@ class Workload(_Section):
                 f"parallelism.tensor ({par.tensor}) must divide the model's {spec.num_attention_heads} attention heads"
             )
         if par.pipeline > spec.num_layers:
-            raise ValueError(f"parallelism.pipeline ({par.pipeline}) exceeds the model's {spec.num_layers} layers")
+            raise ValueError(
+                f"parallelism.pipeline ({par.pipeline}) exceeds the model's {spec.num_layers} layers"
+            )
         if par.devices > 65_536:
             raise ValueError("tensor × pipeline × data must be at most 65536 devices")
         if self.task == "training":
@@ -299,7 +321,11 @@ class Workload(_Section):
                 raise ValueError("parallelism.sequence_parallel needs parallelism.tensor > 1")
         if self.runtime.device == "cpu" and par.devices > 1:
             raise ValueError("runtime.device 'cpu' budgets one process: use tensor = pipeline = data = 1")
-        if self.task == "inference" and self.precision.weights in ("int8", "int4", "fp8") and self.runtime.device == "cpu":
+        if (
+            self.task == "inference"
+            and self.precision.weights in ("int8", "int4", "fp8")
+            and self.runtime.device == "cpu"
+        ):
             raise ValueError("runtime.device 'cpu' supports fp32, bf16 and fp16 weights")
         return self
 

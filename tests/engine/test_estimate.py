@@ -63,22 +63,45 @@ def test_custom_sums_components(example_workloads):
     assert pd.component("workspace").bytes == 800_000_000
 
 
-def _inference(sessions: int, inp: int, out: int, engine: str, layout: str, attention: str, device: str) -> Workload:
-    return Workload.model_validate({
-        "task": "inference", "model": {"preset": "qwen2.5-0.5b"},
-        "inference": {"max_input_tokens": inp, "max_output_tokens": out, "concurrent_sessions": sessions,
-                      "engine": engine, "kv_cache_layout": layout},
-        "runtime": {"attention": attention, "device": device},
-    })
+def _inference(
+    sessions: int, inp: int, out: int, engine: str, layout: str, attention: str, device: str
+) -> Workload:
+    return Workload.model_validate(
+        {
+            "task": "inference",
+            "model": {"preset": "qwen2.5-0.5b"},
+            "inference": {
+                "max_input_tokens": inp,
+                "max_output_tokens": out,
+                "concurrent_sessions": sessions,
+                "engine": engine,
+                "kv_cache_layout": layout,
+            },
+            "runtime": {"attention": attention, "device": device},
+        }
+    )
 
 
-engines = st.sampled_from([("vllm", "paged"), ("transformers", "dynamic"), ("generic", "contiguous"),
-                           ("transformers", "contiguous"), ("generic", "paged")])
+engines = st.sampled_from(
+    [
+        ("vllm", "paged"),
+        ("transformers", "dynamic"),
+        ("generic", "contiguous"),
+        ("transformers", "contiguous"),
+        ("generic", "paged"),
+    ]
+)
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 256), st.integers(1, 32768), st.integers(1, 4096), engines,
-       st.sampled_from(["eager", "sdpa", "flash"]), st.sampled_from(["cuda", "cpu"]))
+@given(
+    st.integers(1, 256),
+    st.integers(1, 32768),
+    st.integers(1, 4096),
+    engines,
+    st.sampled_from(["eager", "sdpa", "flash"]),
+    st.sampled_from(["cuda", "cpu"]),
+)
 def test_more_sessions_or_longer_requests_never_need_less(sessions, inp, out, engine, attention, device):
     eng, layout = engine
     base = estimate(_inference(sessions, inp, out, eng, layout, attention, device)).per_device
@@ -92,19 +115,30 @@ def test_more_sessions_or_longer_requests_never_need_less(sessions, inp, out, en
 
 
 def _training(data: int, zero: int, tensor: int, optimizer: str, ckpt: str) -> Workload:
-    return Workload.model_validate({
-        "task": "training", "model": {"preset": "llama-3.2-1b"},
-        "precision": {"weights": "bf16", "master_weights": "fp32"},
-        "training": {"micro_batch_size": 1, "sequence_length": 1024, "optimizer": optimizer,
-                     "activation_checkpointing": ckpt},
-        "parallelism": {"data": data, "zero_stage": zero, "tensor": tensor},
-    })
+    return Workload.model_validate(
+        {
+            "task": "training",
+            "model": {"preset": "llama-3.2-1b"},
+            "precision": {"weights": "bf16", "master_weights": "fp32"},
+            "training": {
+                "micro_batch_size": 1,
+                "sequence_length": 1024,
+                "optimizer": optimizer,
+                "activation_checkpointing": ckpt,
+            },
+            "parallelism": {"data": data, "zero_stage": zero, "tensor": tensor},
+        }
+    )
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from([1, 2, 4, 8, 64]), st.integers(0, 2), st.sampled_from([1, 2, 4]),
-       st.sampled_from(["adamw", "adamw_8bit", "sgd", "sgd_momentum", "adafactor", "lion"]),
-       st.sampled_from(["none", "selective", "full"]))
+@given(
+    st.sampled_from([1, 2, 4, 8, 64]),
+    st.integers(0, 2),
+    st.sampled_from([1, 2, 4]),
+    st.sampled_from(["adamw", "adamw_8bit", "sgd", "sgd_momentum", "adafactor", "lion"]),
+    st.sampled_from(["none", "selective", "full"]),
+)
 def test_sharding_never_raises_model_states(data, zero, tensor, optimizer, ckpt):
     def states(w):
         pd = estimate(w).per_device
@@ -118,12 +152,16 @@ def test_sharding_never_raises_model_states(data, zero, tensor, optimizer, ckpt)
 
 
 def test_checkpointing_reduces_activations():
-    acts = {m: estimate(_training(1, 0, 1, "adamw", m)).per_device.component("activations").bytes
-            for m in ("none", "selective", "full")}
+    acts = {
+        m: estimate(_training(1, 0, 1, "adamw", m)).per_device.component("activations").bytes
+        for m in ("none", "selective", "full")
+    }
     assert acts["full"] < acts["selective"] < acts["none"]
 
 
 def test_eager_attention_materializes_scores():
     sdpa = estimate(_inference(8, 4096, 16, "transformers", "dynamic", "sdpa", "cpu")).per_device
     eager = estimate(_inference(8, 4096, 16, "transformers", "dynamic", "eager", "cpu")).per_device
-    assert eager.component("activations").bytes > sdpa.component("activations").bytes + 8 * 14 * 4096 * 4096 * 2
+    assert (
+        eager.component("activations").bytes > sdpa.component("activations").bytes + 8 * 14 * 4096 * 4096 * 2
+    )

@@ -2,7 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from budgets.engine import SUPPORTED_MODEL_TYPES, UnsupportedModelError, from_hf_config, load_presets, parameter_count
+from budgets.engine import (
+    SUPPORTED_MODEL_TYPES,
+    UnsupportedModelError,
+    from_hf_config,
+    load_presets,
+    parameter_count,
+)
 
 PRESETS = load_presets()
 
@@ -10,9 +16,24 @@ PRESETS = load_presets()
 def test_presets_cover_the_families():
     assert len(PRESETS) >= 25
     for needed in (
-        "llama-2-7b", "llama-3.1-8b", "llama-3.2-1b", "llama-3.3-70b", "mistral-7b-v0.1", "mixtral-8x7b",
-        "mixtral-8x22b", "qwen2.5-0.5b", "qwen2.5-72b", "qwen3-8b", "qwen3-30b-a3b", "gemma-2-9b",
-        "gemma-3-27b", "phi-3-mini-4k", "phi-4", "gpt2", "gpt2-xl", "opt-13b",
+        "llama-2-7b",
+        "llama-3.1-8b",
+        "llama-3.2-1b",
+        "llama-3.3-70b",
+        "mistral-7b-v0.1",
+        "mixtral-8x7b",
+        "mixtral-8x22b",
+        "qwen2.5-0.5b",
+        "qwen2.5-72b",
+        "qwen3-8b",
+        "qwen3-30b-a3b",
+        "gemma-2-9b",
+        "gemma-3-27b",
+        "phi-3-mini-4k",
+        "phi-4",
+        "gpt2",
+        "gpt2-xl",
+        "opt-13b",
     ):
         assert needed in PRESETS
 
@@ -55,16 +76,49 @@ def test_gemma3_multimodal_config_uses_text_part():
 
 def test_small_configs_of_every_type_build():
     cfgs = [
-        {"model_type": "gpt_neox", "hidden_size": 256, "num_hidden_layers": 3, "num_attention_heads": 8,
-         "intermediate_size": 1024, "vocab_size": 1000},
-        {"model_type": "qwen2_moe", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8,
-         "num_key_value_heads": 2, "intermediate_size": 512, "moe_intermediate_size": 128,
-         "shared_expert_intermediate_size": 384, "num_experts": 6, "num_experts_per_tok": 2,
-         "decoder_sparse_step": 2, "mlp_only_layers": [0], "vocab_size": 1000},
-        {"model_type": "gemma", "hidden_size": 256, "num_hidden_layers": 3, "num_attention_heads": 4,
-         "num_key_value_heads": 1, "head_dim": 64, "intermediate_size": 1024, "vocab_size": 1000},
-        {"model_type": "opt", "hidden_size": 256, "num_hidden_layers": 3, "num_attention_heads": 4, "ffn_dim": 1024,
-         "vocab_size": 1000, "word_embed_proj_dim": 128, "max_position_embeddings": 512},
+        {
+            "model_type": "gpt_neox",
+            "hidden_size": 256,
+            "num_hidden_layers": 3,
+            "num_attention_heads": 8,
+            "intermediate_size": 1024,
+            "vocab_size": 1000,
+        },
+        {
+            "model_type": "qwen2_moe",
+            "hidden_size": 256,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 2,
+            "intermediate_size": 512,
+            "moe_intermediate_size": 128,
+            "shared_expert_intermediate_size": 384,
+            "num_experts": 6,
+            "num_experts_per_tok": 2,
+            "decoder_sparse_step": 2,
+            "mlp_only_layers": [0],
+            "vocab_size": 1000,
+        },
+        {
+            "model_type": "gemma",
+            "hidden_size": 256,
+            "num_hidden_layers": 3,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 1,
+            "head_dim": 64,
+            "intermediate_size": 1024,
+            "vocab_size": 1000,
+        },
+        {
+            "model_type": "opt",
+            "hidden_size": 256,
+            "num_hidden_layers": 3,
+            "num_attention_heads": 4,
+            "ffn_dim": 1024,
+            "vocab_size": 1000,
+            "word_embed_proj_dim": 128,
+            "max_position_embeddings": 512,
+        },
     ]
     # counts verified against transformers 5.24 on the meta device
     expected = [2_881_792, 3_730_688, 3_108_608, 2_694_912]

@@ -16,11 +16,21 @@ def _zero_workload(stage: int, gradients: str = "fp16") -> Workload:
             "name": f"zero-{stage}",
             "task": "training",
             "model": {
-                "architecture": {"num_layers": 48, "hidden_size": 3584, "num_attention_heads": 28,
-                                 "intermediate_size": 14336, "vocab_size": 50304},
+                "architecture": {
+                    "num_layers": 48,
+                    "hidden_size": 3584,
+                    "num_attention_heads": 28,
+                    "intermediate_size": 14336,
+                    "vocab_size": 50304,
+                },
                 "parameter_count": 7_500_000_000,
             },
-            "precision": {"weights": "fp16", "compute": "fp16", "gradients": gradients, "master_weights": "fp32"},
+            "precision": {
+                "weights": "fp16",
+                "compute": "fp16",
+                "gradients": gradients,
+                "master_weights": "fp32",
+            },
             "training": {"micro_batch_size": 1, "sequence_length": 1024, "optimizer": "adamw"},
             "parallelism": {"data": 64, "zero_stage": stage},
         }
@@ -53,8 +63,13 @@ def test_zero3_gathered_layers_are_workspace_not_weights():
 
 @pytest.mark.parametrize(
     ("preset", "precision", "per_token"),
-    [("llama-3.1-8b", "bf16", 131_072), ("opt-13b", "fp16", 819_200), ("llama-2-7b", "fp16", 524_288),
-     ("llama-2-70b", "bf16", 327_680), ("mistral-7b-v0.1", "bf16", 131_072)],
+    [
+        ("llama-3.1-8b", "bf16", 131_072),
+        ("opt-13b", "fp16", 819_200),
+        ("llama-2-7b", "fp16", 524_288),
+        ("llama-2-70b", "bf16", 327_680),
+        ("mistral-7b-v0.1", "bf16", 131_072),
+    ],
 )
 def test_kv_bytes_per_token(preset, precision, per_token):
     spec = load_presets()[preset].spec
@@ -62,8 +77,13 @@ def test_kv_bytes_per_token(preset, precision, per_token):
 
 
 def test_serving_reports_kv_per_token_and_pool():
-    w = Workload.model_validate({"task": "inference", "model": {"preset": "llama-3.1-8b"},
-                                 "inference": {"engine": "vllm", "max_input_tokens": 4000, "max_output_tokens": 96}})
+    w = Workload.model_validate(
+        {
+            "task": "inference",
+            "model": {"preset": "llama-3.1-8b"},
+            "inference": {"engine": "vllm", "max_input_tokens": 4000, "max_output_tokens": 96},
+        }
+    )
     b = estimate(w, device_memory_bytes=80 * GB)
     assert b.serving is not None and b.serving.kv_bytes_per_token == 131_072
     assert b.serving.kv_pool_bytes and b.serving.max_concurrent_sessions_at_max_request >= 1
@@ -73,8 +93,11 @@ def test_serving_reports_kv_per_token_and_pool():
 
 
 def test_tensor_parallel_replicates_kv_heads_beyond_their_count():
-    base = {"task": "inference", "model": {"preset": "llama-3.1-70b"},
-            "inference": {"engine": "vllm", "max_input_tokens": 1000, "max_output_tokens": 24}}
+    base = {
+        "task": "inference",
+        "model": {"preset": "llama-3.1-70b"},
+        "inference": {"engine": "vllm", "max_input_tokens": 1000, "max_output_tokens": 24},
+    }
     per_tok = {}
     for t in (1, 8, 16, 64):
         w = Workload.model_validate({**base, "parallelism": {"tensor": t}})

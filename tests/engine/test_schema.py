@@ -25,7 +25,11 @@ def test_defaults_are_documented_and_resolved():
     assert w.inference is not None and w.inference.engine == "vllm" and w.inference.kv_cache_layout == "paged"
     assert w.inference.gpu_memory_utilization == 0.9
     assert w.precision.compute == "bf16" and w.precision.kv_cache == "bf16"
-    assert w.parallelism.tensor == 1 and w.runtime.device == "cuda" and w.acceptance.min_headroom_fraction == 0.10
+    assert (
+        w.parallelism.tensor == 1
+        and w.runtime.device == "cuda"
+        and w.acceptance.min_headroom_fraction == 0.10
+    )
 
 
 def test_unknown_field_is_rejected_with_its_path():
@@ -48,8 +52,12 @@ def test_zero_or_negative_counts_are_rejected(value):
 
 @pytest.mark.parametrize(
     ("section", "field", "value"),
-    [("inference", "max_input_tokens", 10**9), ("inference", "concurrent_sessions", 10**6),
-     ("parallelism", "tensor", 8192), ("parallelism", "zero_stage", 4)],
+    [
+        ("inference", "max_input_tokens", 10**9),
+        ("inference", "concurrent_sessions", 10**6),
+        ("parallelism", "tensor", 8192),
+        ("parallelism", "zero_stage", 4),
+    ],
 )
 def test_absurd_sizes_are_rejected(section, field, value):
     errs = _errors({**BASE, section: {field: value}})
@@ -92,8 +100,14 @@ def test_custom_task_needs_components():
 
 
 def test_absurd_hf_config_is_rejected():
-    cfg = {"model_type": "llama", "hidden_size": 10**7, "num_hidden_layers": 2, "num_attention_heads": 8,
-           "intermediate_size": 10, "vocab_size": 10}
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": 10**7,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 8,
+        "intermediate_size": 10,
+        "vocab_size": 10,
+    }
     errs = _errors({"task": "inference", "model": {"hf_config": cfg}})
     assert any("hidden_size" in m for m in errs["model"])
 

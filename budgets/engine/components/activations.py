@@ -58,7 +58,11 @@ def _mlp_forward_transient(spec: ModelSpec, x: Shape) -> float:
         routed = tok * k / spec.num_experts
         per_expert_peak = routed * (x.h * x.d + 3 * e_int * x.d + x.h * x.d)
         out = tok * x.h * x.d  # accumulated output
-        shared = 3 * tok * spec.shared_expert_intermediate_size * x.d if spec.shared_expert_intermediate_size else 0
+        shared = (
+            3 * tok * spec.shared_expert_intermediate_size * x.d
+            if spec.shared_expert_intermediate_size
+            else 0
+        )
         return routing + max(per_expert_peak * 2, shared) + out
     ti = tok * x.inter * x.d
     if spec.mlp == "gated":
@@ -169,7 +173,9 @@ def _mlp_saved(spec: ModelSpec, x: Shape) -> float:
     return 2 * ti
 
 
-def training_saved_per_layer(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, mode: str, sp_t: int = 1) -> float:
+def training_saved_per_layer(
+    spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, mode: str, sp_t: int = 1
+) -> float:
     """Bytes one decoder layer keeps for backward, per micro-batch.
 
     mode none: everything autograd saves; selective: recompute the attention core (keeps norms,

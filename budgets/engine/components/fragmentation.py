@@ -14,7 +14,9 @@ from ..budget import Range
 MIB = 2**20
 
 
-def fragmentation(device: str, transient_bytes: int, live_tensors: int, expandable_segments: bool, preallocated: bool) -> Range:
+def fragmentation(
+    device: str, transient_bytes: int, live_tensors: int, expandable_segments: bool, preallocated: bool
+) -> Range:
     if device == "cpu":
         return Range(0, 0, 0)
     rounding = live_tensors * MIB // 2  # half a 2 MiB rounding unit per live large tensor, on average
@@ -24,4 +26,6 @@ def fragmentation(device: str, transient_bytes: int, live_tensors: int, expandab
         expected, high = 0.05, 0.20
     else:
         expected, high = 0.10, 0.35
-    return Range(rounding // 2, int(rounding + expected * transient_bytes), int(2 * rounding + high * transient_bytes))
+    return Range(
+        rounding // 2, int(rounding + expected * transient_bytes), int(2 * rounding + high * transient_bytes)
+    )

@@ -34,7 +34,13 @@ def cached_positions(spec: ModelSpec, layers: int, tokens: int) -> int:
 
 
 def kv_cache_bytes(
-    spec: ModelSpec, kv_heads: int, layers: int, precision: str, layout: str, tokens: int, sequences: int,
+    spec: ModelSpec,
+    kv_heads: int,
+    layers: int,
+    precision: str,
+    layout: str,
+    tokens: int,
+    sequences: int,
     block_tokens: int = 16,
 ) -> int:
     """Bytes of K and V for `sequences` sequences of `tokens` positions under a layout."""
@@ -44,6 +50,8 @@ def kv_cache_bytes(
     return int(per * cached_positions(spec, layers, tokens) * sequences)
 
 
-def dynamic_growth_transient(spec: ModelSpec, kv_heads: int, precision: str, tokens: int, sequences: int) -> int:
+def dynamic_growth_transient(
+    spec: ModelSpec, kv_heads: int, precision: str, tokens: int, sequences: int
+) -> int:
     """The extra copy torch.cat makes of one layer's K (or V) when the dynamic cache grows."""
     return int(kv_heads * spec.head_dim * nbytes(precision) * tokens * sequences)
