@@ -28,19 +28,23 @@ def fake_nvml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which(cc) is None:
         skip_or_fail(f"the fake NVML needs a C compiler and {cc!r} is not on PATH")
     out = tmp_path_factory.mktemp("fake_nvml")
-    result = subprocess.run(
+    result = build_fake_nvml(out)
+    if result.returncode in (2, 3):  # no compiler, no header
+        skip_or_fail(f"cannot build the fake NVML: {result.stderr.strip()}")
+    if result.returncode != 0:
+        pytest.fail(f"building the fake NVML failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return out
+
+
+def build_fake_nvml(out: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         ["sh", str(FAKE_NVML_BUILD), str(out)],
-        env={**os.environ, "PYTHON": sys.executable},
+        env={**os.environ, "PYTHON": sys.executable, **env},
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    if result.returncode == 3:
-        skip_or_fail(f"the fake NVML needs nvml.h: {result.stderr.strip()}")
-    if result.returncode != 0:
-        pytest.fail(f"building the fake NVML failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-    return out
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from .conftest import probe_with_fake_nvml
+from .conftest import FAKE_NVML_BUILD, build_fake_nvml, probe_with_fake_nvml
 
 H100_TOTAL_BYTES = 85_520_809_984
 FAKE_RESERVED_BYTES = 566_231_040  # the fake's default driver reserve per device
@@ -130,6 +130,21 @@ def test_pynvml_structs_match_the_official_header(fake_nvml_dir: Path) -> None:
         assert ctypes.sizeof(struct) == layout.pop("size"), struct_name
         for field, offset in layout.items():
             assert getattr(struct, field).offset == offset, f"{struct_name}.{field}"
+
+
+def test_a_prototype_that_disagrees_with_nvml_h_does_not_compile(fake_nvml_dir: Path, tmp_path: Path) -> None:
+    """The fake's signatures are the header's: change one and the build fails (what makes the fake honest)."""
+    source = (FAKE_NVML_BUILD.parent / "fake_nvml.c").read_text()
+    correct = "nvmlDeviceGetCount_v2(unsigned int *deviceCount)"
+    assert correct in source
+    wrong = tmp_path / "fake_nvml_wrong.c"
+    wrong.write_text(source.replace(correct, "nvmlDeviceGetCount_v2(unsigned long long *deviceCount)"))
+
+    result = build_fake_nvml(tmp_path / "out", FAKE_NVML_SOURCE=str(wrong))
+
+    assert result.returncode == 1, result.stderr
+    assert "conflicting types" in result.stderr
+    assert "nvmlDeviceGetCount_v2" in result.stderr
 
 
 def pynvml_version() -> str:

@@ -113,7 +113,6 @@ def start_worker(transactional_db, tmp_path: Path) -> Iterator[Callable[..., Wor
             VRAMPLAN_NODE_NAME=node_name,
             **extra_env,
         )
-        env.setdefault("DJANGO_DEBUG", "1")
         with log_path.open("wb") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "vramplan", "worker", "--pool=solo", "--concurrency=1",

@@ -6,6 +6,7 @@
 # Writes OUTDIR/libnvidia-ml.so.1 and OUTDIR/nvml_abi_check. The header is looked up in this order:
 # $NVML_INCLUDE_DIR/nvml.h; the nvidia-nvml-dev-cu12 wheel installed for $PYTHON (default python3);
 # /usr/local/cuda/include; /usr/include. Exit status 2: no compiler; 3: no header; 1: compile error.
+# FAKE_NVML_SOURCE replaces fake_nvml.c (tests use it to show a wrong prototype does not compile).
 set -eu
 
 if [ "$#" -ne 1 ]; then
@@ -60,6 +61,6 @@ mkdir -p "$outdir"
 flags="-std=c11 -D_POSIX_C_SOURCE=200809L -O2 -Wall -Wextra -Werror -I$include_dir"
 # -Wmissing-prototypes: every exported function must match a prototype in nvml.h, or the build fails.
 "$cc" $flags -Wmissing-prototypes -fPIC -shared -Wl,-soname,libnvidia-ml.so.1 \
-    -o "$outdir/libnvidia-ml.so.1" "$here/fake_nvml.c" || exit 1
+    -o "$outdir/libnvidia-ml.so.1" "${FAKE_NVML_SOURCE:-$here/fake_nvml.c}" || exit 1
 "$cc" $flags -o "$outdir/nvml_abi_check" "$here/abi_check.c" || exit 1
 echo "fake_nvml: built $outdir/libnvidia-ml.so.1 against $include_dir/nvml.h"
