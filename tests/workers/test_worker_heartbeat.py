@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 import psutil
 import pytest
+import redis
 from django.conf import settings
 from django.db import connection
 
@@ -43,8 +44,6 @@ def _require_services() -> None:
         )
     if connection.vendor != "postgresql":
         skip_or_fail(f"the database is {connection.vendor}, not PostgreSQL (set DATABASE_URL=postgres://...)")
-    import redis
-
     try:
         redis.Redis.from_url(broker, socket_connect_timeout=3).ping()
     except redis.RedisError as exc:
@@ -126,8 +125,11 @@ def start_worker(transactional_db, tmp_path: Path) -> Iterator[Callable[..., Wor
 
     yield start
 
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     for worker in workers:
         worker.stop()
+        for key in broker.scan_iter(match=f"*{worker.queue}*"):  # the queue, its priority lists, bindings
+            broker.delete(key)
         print(f"--- log of worker {worker.node_name} (exit {worker.process.returncode}) ---\n{worker.log()}")
 
 
