@@ -34,8 +34,17 @@ class WorkloadAdmin(admin.ModelAdmin):
     search_fields = ["name", "model_label", "owner__username"]
     list_select_related = ["owner"]
     readonly_fields = ["budget_bar", "budget_table", "assumptions", "pretty_description", "estimated_at"]
-    fields = ["name", "owner", "task", "model_label", "budget_bar", "budget_table", "assumptions",
-              "pretty_description", "estimated_at"]
+    fields = [
+        "name",
+        "owner",
+        "task",
+        "model_label",
+        "budget_bar",
+        "budget_table",
+        "assumptions",
+        "pretty_description",
+        "estimated_at",
+    ]
     actions = ["reestimate"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Workload]:

@@ -65,22 +65,22 @@ class StrictChoiceFilter(filters.ChoiceFilter):
         super().__init__(*args, **kwargs)
 
 
-class StrictBooleanField(forms.NullBooleanField):
+class StrictBooleanField(forms.CharField):
+    """``true``/``false`` (or 1/0, yes/no); anything else is an error, not a silently ignored filter."""
+
     def to_python(self, value):  # type: ignore[no-untyped-def]
-        if value in (None, ""):
+        value = super().to_python(value)
+        if value in self.empty_values:
             return None
-        text = str(value).strip().lower()
+        text = value.strip().lower()
         if text in {"true", "1", "yes"}:
             return True
         if text in {"false", "0", "no"}:
             return False
         raise ValidationError(f"{value!r} is not a boolean; use true or false.", code="invalid")
 
-    def validate(self, value):  # type: ignore[no-untyped-def]
-        return None
 
-
-class StrictBooleanFilter(filters.BooleanFilter):
+class StrictBooleanFilter(filters.Filter):
     field_class = StrictBooleanField
 
 
@@ -185,7 +185,9 @@ class ConfigurationFilterSet(filters.FilterSet):
     def filter_driver_branch(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         major = value.strip().upper().lstrip("R")
         if not major.isdigit():
-            raise ApiValidationError({"driver_branch": [f"{value!r} is not a driver branch; expected e.g. R550 or 550."]})
+            raise ApiValidationError(
+                {"driver_branch": [f"{value!r} is not a driver branch; expected e.g. R550 or 550."]}
+            )
         return queryset.filter(driver_version__startswith=f"{int(major)}.")
 
 

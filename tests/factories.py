@@ -28,6 +28,7 @@ class PrecisionFactory(factory.django.DjangoModelFactory):
 class ArchitectureFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Architecture
+        skip_postgeneration_save = True
 
     vendor = factory.SubFactory(VendorFactory)
     slug = factory.Sequence(lambda n: f"arch-{n}")

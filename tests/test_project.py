@@ -36,8 +36,11 @@ def test_docs_page_needs_no_cdn(admin_client) -> None:  # type: ignore[no-untype
 def _settings_error(**env: str) -> str:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "CELERY_"))}
     result = subprocess.run(
-        [sys.executable, "-c", "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='vramplan.settings'; "
-         "django.setup()"],
+        [
+            sys.executable,
+            "-c",
+            "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='vramplan.settings'; django.setup()",
+        ],
         env={**clean, **env},
         cwd=ROOT,
         capture_output=True,

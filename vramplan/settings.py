@@ -49,7 +49,7 @@ if not SECRET_KEY:
         raise ImproperlyConfigured(
             "DJANGO_SECRET_KEY is required when DJANGO_DEBUG is off (set DJANGO_DEBUG=1 for local development)."
         )
-    SECRET_KEY = "insecure-development-key-only-used-with-DJANGO_DEBUG-on"  # noqa: S105
+    SECRET_KEY = "insecure-development-key-only-used-with-DJANGO_DEBUG-on"
 
 ALLOWED_HOSTS = [h.strip() for h in env.str("ALLOWED_HOSTS", default="localhost,127.0.0.1,[::1]").split(",")]
 if any(not h for h in ALLOWED_HOSTS):
@@ -170,7 +170,9 @@ SPECTACULAR_SETTINGS = {
         "recommendations and acceptance measurements. Memory is always in bytes unless a field says otherwise."
     ),
     "VERSION": "1.0.0",
+    "OAS_VERSION": "3.1.0",  # the workload body is pydantic JSON Schema (2020-12), which 3.1 speaks natively
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -181,7 +183,7 @@ SPECTACULAR_SETTINGS = {
 # Celery: the database holds job state; the broker only carries messages. With no
 # CELERY_BROKER_URL the embedded default is kombu's filesystem transport, which needs no server.
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
-if not CELERY_BROKER_URL.split("://", 1)[0] in {"filesystem", "redis", "rediss", "memory"}:
+if CELERY_BROKER_URL.split("://", 1)[0] not in {"filesystem", "redis", "rediss", "memory"}:
     raise ImproperlyConfigured(
         f"CELERY_BROKER_URL={CELERY_BROKER_URL!r}: use redis://HOST:PORT/DB, or leave it unset for the "
         "embedded filesystem transport."

@@ -1,10 +1,10 @@
 from django.urls import re_path
-from rest_framework.routers import DefaultRouter
+from rest_framework.routers import SimpleRouter
 
 from .views import EstimateView, ModelPresetViewSet, WorkloadViewSet
 
-router = DefaultRouter(trailing_slash="/?")  # /workloads/7/budget and /workloads/7/budget/ alike
-router.include_root_view = False
+router = SimpleRouter()
+router.trailing_slash = "/?"  # /workloads/7/budget and /workloads/7/budget/ alike
 router.register("workloads", WorkloadViewSet, basename="workload")
 router.register("model-presets", ModelPresetViewSet, basename="model-preset")
 

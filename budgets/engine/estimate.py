@@ -118,7 +118,10 @@ def _inference_stage(
         kv_prefill = kv.kv_cache_bytes(spec, stage.kv_heads, layers, kv_prec, "contiguous", s, b)
         kv_final = kv.kv_cache_bytes(spec, stage.kv_heads, layers, kv_prec, "contiguous", longest - 1, b)
         growth = kv.dynamic_growth_transient(spec, stage.kv_heads, kv_prec, longest - 1, b)
-        kv_note = f"dynamic cache grown by torch.cat to {longest - 1} positions × {b} sequences + one layer's K copy while growing"
+        kv_note = (
+            f"dynamic cache grown by torch.cat to {longest - 1} positions × {b} sequences"
+            " + one layer's K copy while growing"
+        )
         attend_prefill, attend_decode = s, longest - 1
         decode_gqa = gqa_sdpa
     else:
@@ -179,7 +182,7 @@ def _inference_stage(
     out.transient_for_fragmentation = int(
         max(prefill_act, decode_act) + (kv_final if layout == "dynamic" else 0)
     )
-    out.live_tensors = _param_tensors(spec, layers) + (2 * layers if layout != "dynamic" else 2 * layers)
+    out.live_tensors = _param_tensors(spec, layers) + 2 * layers
     return out
 
 
@@ -216,7 +219,10 @@ def _vllm_stage(
     max_conc = None
     max_tokens = None
     kv_value = Range.exact(needed)
-    kv_note = f"paged KV the workload needs: {b} × {longest} tokens in blocks of {inf.kv_block_tokens}; {per_tok:,} B/token/device"
+    kv_note = (
+        f"paged KV the workload needs: {b} × {longest} tokens in blocks of {inf.kv_block_tokens};"
+        f" {per_tok:,} B/token/device"
+    )
     if device_memory_bytes:
         runtime_r, _ = rt.cuda_context(w.runtime.device, w.runtime.cuda_version_tuple)
         non_torch = (
@@ -300,7 +306,9 @@ def _training_stage(
             spec.hidden_size, x0.q, x0.kv, x0.inter, stage.layers, t.lora.rank, list(t.lora.target_modules)
         )
         adapter_bytes = int(trainable * nbytes(prec.master_weights or prec.compute or "bf16"))
-        train_note = f"LoRA rank {t.lora.rank} on {', '.join(t.lora.target_modules)}: {trainable:,} trainable parameters"
+        train_note = (
+            f"LoRA rank {t.lora.rank} on {', '.join(t.lora.target_modules)}: {trainable:,} trainable parameters"
+        )
     weights = Range.exact(w_bytes + adapter_bytes)
 
     grad_prec = prec.gradients or prec.weights
@@ -704,11 +712,13 @@ def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, 
     ]
     if w.runtime.device == "cpu":
         out.append(
-            "device cpu: the exact framework tensor peak on the host (PyTorch profiler view); no runtime, fragmentation or CUDA workspaces"
+            "device cpu: the exact framework tensor peak on the host (PyTorch profiler view);"
+            " no runtime, fragmentation or CUDA workspaces"
         )
     else:
         out.append(
-            "device cuda: the device-level (NVML) peak: tensors + caching-allocator overhead + CUDA context + library workspaces"
+            "device cuda: the device-level (NVML) peak: tensors + caching-allocator overhead"
+            " + CUDA context + library workspaces"
         )
     out.append(f"attention implementation: {w.runtime.attention}")
     if w.task == "training" and w.training is not None:
@@ -724,7 +734,8 @@ def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, 
         )
         out.append(f"model states: {conv}; optimizer {w.training.optimizer}")
         out.append(
-            "gradients are freed by zero_grad(set_to_none=True) between steps; foreach optimizers allocate a parameter-sized buffer in the step"
+            "gradients are freed by zero_grad(set_to_none=True) between steps;"
+            " foreach optimizers allocate a parameter-sized buffer in the step"
         )
         if w.parallelism.pipeline > 1:
             out.append(f"pipeline 1F1B: the {stage_name} stage is the busiest")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from ..models import Accelerator, Architecture, Configuration, Node, Precision, Vendor
@@ -47,6 +47,7 @@ class VendorSerializer(serializers.ModelSerializer):
         fields = ["id", "slug", "name"]
 
 
+@extend_schema_serializer(component_name="CatalogArchitecture")  # "Architecture" is the workload's model field
 class ArchitectureSerializer(FullCleanMixin, serializers.ModelSerializer):
     vendor = serializers.SlugRelatedField(slug_field="slug", queryset=Vendor.objects.all())
     precisions = serializers.SlugRelatedField(slug_field="slug", many=True, queryset=Precision.objects.all())

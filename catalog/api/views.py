@@ -13,6 +13,7 @@ from ..filters import AcceleratorFilterSet, ArchitectureFilterSet, Configuration
 from ..models import Accelerator, Architecture, Configuration, Node
 from .serializers import AcceleratorSerializer, ArchitectureSerializer, ConfigurationSerializer, NodeSerializer
 
+
 def _errors(viewset):  # type: ignore[no-untyped-def]
     """Document 400/401/403/404 on every action of a catalog viewset."""
     serializer = viewset.serializer_class
@@ -25,10 +26,7 @@ def _errors(viewset):  # type: ignore[no-untyped-def]
         "destroy": {204: None},
     }
     return extend_schema_view(
-        **{
-            action: extend_schema(tags=["catalog"], responses={**codes, **READ_ERRORS})
-            for action, codes in ok.items()
-        }
+        **{action: extend_schema(tags=["catalog"], responses={**codes, **READ_ERRORS}) for action, codes in ok.items()}
     )(viewset)
 
 
@@ -61,9 +59,7 @@ class AcceleratorViewSet(CatalogViewSet):
     ordering_fields = ["name", "marketed_memory_bytes", "memory_bandwidth_gbps", "release_year"]
 
     def get_queryset(self) -> QuerySet[Accelerator]:
-        return Accelerator.objects.select_related("architecture__vendor").prefetch_related(
-            "architecture__precisions"
-        )
+        return Accelerator.objects.select_related("architecture__vendor").prefetch_related("architecture__precisions")
 
 
 @_errors

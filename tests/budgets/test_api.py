@@ -11,16 +11,30 @@ pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "fixtures" / "workloads").glob("*.json"))
-COMPONENTS = {"weights", "activations", "kv_cache", "gradients", "optimizer_state", "workspace", "runtime",
-              "fragmentation"}
+COMPONENTS = {
+    "weights",
+    "activations",
+    "kv_cache",
+    "gradients",
+    "optimizer_state",
+    "workspace",
+    "runtime",
+    "fragmentation",
+}
 
 CHAT = {
     "name": "support-chat-8b",
     "task": "inference",
     "model": {"preset": "llama-3.1-8b"},
     "precision": {"weights": "bf16", "compute": "bf16", "kv_cache": "bf16"},
-    "inference": {"max_input_tokens": 6144, "max_output_tokens": 2048, "concurrent_sessions": 32,
-                  "engine": "vllm", "kv_cache_layout": "paged", "kv_block_tokens": 16},
+    "inference": {
+        "max_input_tokens": 6144,
+        "max_output_tokens": 2048,
+        "concurrent_sessions": 32,
+        "engine": "vllm",
+        "kv_cache_layout": "paged",
+        "kv_block_tokens": 16,
+    },
 }
 
 

@@ -28,7 +28,14 @@ def test_json_output_is_the_budget_alone(path) -> None:  # type: ignore[no-untyp
     budget = json.loads(out.getvalue())  # the whole of stdout is one JSON object
     assert budget["workload"] == json.loads(path.read_text()).get("name", "workload")
     assert set(budget["per_device"]["components"]) == {
-        "weights", "activations", "kv_cache", "gradients", "optimizer_state", "workspace", "runtime", "fragmentation"
+        "weights",
+        "activations",
+        "kv_cache",
+        "gradients",
+        "optimizer_state",
+        "workspace",
+        "runtime",
+        "fragmentation",
     }
 
 
@@ -41,9 +48,10 @@ def test_table_output_shows_both_units(path) -> None:  # type: ignore[no-untyped
 
 def test_bad_file_names_the_field(tmp_path) -> None:  # type: ignore[no-untyped-def]
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"task": "inference", "model": {"preset": "llama-3.1-8b"},
-                               "inference": {"concurrent_sessions": 0}}))
-    with pytest.raises(CommandError, match="inference.concurrent_sessions"):
+    bad.write_text(
+        json.dumps({"task": "inference", "model": {"preset": "llama-3.1-8b"}, "inference": {"concurrent_sessions": 0}})
+    )
+    with pytest.raises(CommandError, match=r"inference\.concurrent_sessions"):
         call_command("estimate", str(bad))
     (tmp_path / "nojson.json").write_text("{")
     with pytest.raises(CommandError, match="not JSON"):
@@ -55,7 +63,10 @@ def test_bad_file_names_the_field(tmp_path) -> None:  # type: ignore[no-untyped-
 def test_real_process_stdout_is_pure_json() -> None:
     result = subprocess.run(
         [sys.executable, "manage.py", "estimate", str(EXAMPLES[0])],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "DJANGO_DEBUG": "1"},
     )
     assert result.returncode == 0, result.stderr

@@ -35,8 +35,15 @@ def test_min_memory_and_fp8_returns_hopper_class_and_no_a100(api, catalog) -> No
     assert not any("A100" in n for n in names)
     assert all(c["per_device_memory_bytes"] >= 80 * 10**9 for c in configs)
     first = configs[0]
-    for key in ("id", "slug", "accelerator", "device_count", "per_device_memory_bytes", "total_memory_bytes",
-                "driver_version"):
+    for key in (
+        "id",
+        "slug",
+        "accelerator",
+        "device_count",
+        "per_device_memory_bytes",
+        "total_memory_bytes",
+        "driver_version",
+    ):
         assert key in first
     assert first["total_memory_bytes"] == first["per_device_memory_bytes"] * first["device_count"]
 

@@ -29,9 +29,8 @@ def weight_bytes(
         return int(value), "exact: given weights_bytes, split like the parameters"
     if precision in ("fp32", "bf16", "fp16"):
         exact = layer_params + embedding_params + head_params
-        return int(
-            round(exact * nbytes(precision))
-        ), f"exact: {int(round(exact)):,} parameters × {nbytes(precision):g} B ({precision})"
+        note = f"exact: {round(exact):,} parameters × {nbytes(precision):g} B ({precision})"
+        return round(exact * nbytes(precision)), note
     per_weight = nbytes(precision) + SCALE_BYTES_PER_GROUP[precision] / QUANT_GROUP
     value = layer_params * per_weight + (embedding_params + head_params) * 2
     return int(value), (
