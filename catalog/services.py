@@ -199,10 +199,35 @@ def _natural_key(record: Mapping[str, Any], key_fields: tuple[str, ...]) -> str:
     return "/".join(str(record.get(k)) for k in key_fields)
 
 
-def _validation_detail(exc: ValidationError) -> str:
-    if hasattr(exc, "error_dict"):
-        return "; ".join(f"{name}: {' '.join(msgs)}" for name, msgs in exc.message_dict.items())
-    return " ".join(exc.messages)
+def _condition_fields(node: Any) -> list[str]:
+    """Field names a constraint's Q condition mentions (``Q(device_count__gte=1)`` → ``device_count``)."""
+    names: list[str] = []
+    for child in getattr(node, "children", []):
+        if isinstance(child, tuple):
+            names.append(child[0].split("__", 1)[0])
+            if isinstance(child[1], models.F):
+                names.append(child[1].name.split("__", 1)[0])
+        else:
+            names += _condition_fields(child)
+    return list(dict.fromkeys(names))
+
+
+def _validation_detail(exc: ValidationError, model: type[models.Model], values: Mapping[str, Any]) -> str:
+    """``field: message`` pairs; a violated check constraint also names its fields and their values."""
+    messages = exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages}
+    parts = []
+    for name, msgs in messages.items():
+        text = " ".join(msgs)
+        if name == "__all__":
+            for constraint in model._meta.constraints:
+                condition = getattr(constraint, "condition", None)
+                if condition is not None and constraint.name in text:
+                    shown = ", ".join(f"{f}={values.get(f)!r}" for f in _condition_fields(condition))
+                    text += f" ({shown})"
+            parts.append(text)
+        else:
+            parts.append(f"{name}: {text}")
+    return "; ".join(parts)
 
 
 def _resolve(model: type[models.Model], slug: Any, field_name: str) -> models.Model | None:
@@ -312,6 +337,7 @@ def catalog_load(
             for index, record in enumerate(data[name]):
                 key = _natural_key(record, key_fields) if isinstance(record, Mapping) else "?"
                 where = f"{name} record {index} ({key})"
+                values: dict[str, Any] = {}
                 try:
                     values = _prepare(kind, model, fks, record)
                     natural = tuple(values.get(k) for k in key_fields)
@@ -322,7 +348,7 @@ def catalog_load(
                     seen.add(natural)
                     result = _UPSERTS[kind](**values)
                 except ValidationError as exc:
-                    raise CatalogDataError(f"{where}: {_validation_detail(exc)}") from None
+                    raise CatalogDataError(f"{where}: {_validation_detail(exc, model, values)}") from None
                 except CatalogDataError as exc:
                     raise CatalogDataError(f"{where}: {exc}") from None
                 except (TypeError, ValueError) as exc:  # a required field missing, a value of the wrong type
