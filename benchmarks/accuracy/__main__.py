@@ -118,6 +118,26 @@ def mb(x: int | float) -> str:
     return f"{x / 1e6:,.1f}"
 
 
+PHASES = ("prefill", "decode", "forward", "backward", "backward_end", "optimizer_step")
+
+
+def measured_phases(m: dict) -> dict:
+    out: dict = {}
+    gen = m.get("generate_calls") or {}
+    for kind in ("prefill", "decode"):
+        if kind in gen:
+            out[kind] = gen[kind]["peak"]
+    for name, ph in (m.get("phases") or {}).items():
+        if "/" not in name:
+            continue
+        kind = name.split("/", 1)[1]
+        if kind in ("forward", "backward", "optimizer_step"):
+            out[kind] = max(out.get(kind, 0), ph["peak"])
+        if kind == "backward":
+            out["backward_end"] = max(out.get("backward_end", 0), ph["end"])
+    return out
+
+
 def report(data: dict) -> tuple[str, bool]:
     est, why = engine_estimates()
     lines = []
@@ -186,9 +206,7 @@ def report(data: dict) -> tuple[str, bool]:
             continue
         pa = m.get("peak_at", {})
         where = "/".join(
-            x
-            for x in (pa.get("phase"), pa.get("gen"), pa.get("module"), pa.get("autograd"), pa.get("op"))
-            if x
+            x for x in (pa.get("phase"), pa.get("gen"), pa.get("module"), pa.get("autograd"), pa.get("op")) if x
         )
         cats = ", ".join(f"{k} {mb(v)}" for k, v in m["live_at_peak_by_category"].items() if v >= 5e4)
         e = est.get(cid) or {}
@@ -200,6 +218,34 @@ def report(data: dict) -> tuple[str, bool]:
             if e["per_device"].get("peak_phase"):
                 comps += f" (peak phase: {e['per_device']['peak_phase']})"
         lines.append(f"| {cid} | {where} | {cats} | {comps} |")
+    lines.append("")
+    lines.append("### Phase peaks: measured vs engine (MB = 10^6 B; error % of the engine's phase figure)")
+    lines.append("")
+    lines.append("| case | " + " | ".join(PHASES) + " |")
+    lines.append("|---|" + "---:|" * len(PHASES))
+    for w in CASES:
+        cid = w["name"]
+        m = data["cases"].get(cid)
+        if not m:
+            continue
+        measured = measured_phases(m)
+        eph = ((est.get(cid) or {}).get("per_device") or {}).get("phases") or {}
+        cells = []
+        for ph in PHASES:
+            mv, ev = measured.get(ph), eph.get(ph)
+            if mv is None and ev is None:
+                cells.append("")
+            elif ev is None:
+                cells.append(f"{mb(mv)} / -")
+            elif mv is None:
+                cells.append(f"- / {mb(ev)}")
+            else:
+                cells.append(f"{mb(mv)} / {mb(ev)} ({(ev - mv) / mv * 100:+.1f})")
+        lines.append(f"| {cid} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Cells are `measured / engine (error %)`. Measured: `prefill` and `decode` = the peak inside the")
+    lines.append("prefill call and the worst decode call of `generate`; `forward`, `backward`, `optimizer_step` =")
+    lines.append("the peak inside that phase over steps 2..3; `backward_end` = live bytes when backward returns.")
     meta = data.get("meta", {})
     lines.append("")
     lines.append(

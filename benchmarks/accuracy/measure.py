@@ -198,9 +198,7 @@ def run_case(w: dict) -> dict:
                 if hasattr(model, "activation_checkpointing_enable"):
                     model.activation_checkpointing_enable()  # use_reentrant=False by default
                 else:
-                    model.gradient_checkpointing_enable(
-                        gradient_checkpointing_kwargs={"use_reentrant": False}
-                    )
+                    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             model.train(task == "training")
             params = [p for p in model.parameters()]
             buffers = [b for b in model.buffers()]
