@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from catalog import compat
 from catalog.compat import CompatError, CudaSupport, Toolkit, Wheel
@@ -358,3 +360,33 @@ def test_compat_imports_no_django() -> None:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             imported.add(node.module.split(".")[0])
     assert not imported & {"django", "rest_framework", "celery", "environ"}
+
+
+# --------------------------------------------------------------------------------------------------
+# Properties
+
+_DRIVERS = st.builds(
+    lambda major, minor, patch: f"{major}.{minor}.{patch:02d}",
+    st.integers(440, 620),
+    st.integers(0, 250),
+    st.integers(0, 99),
+)
+_CUDA = st.sampled_from(["11.0", "11.8", "12.0", "12.2", "12.4", "12.6", "12.8", "12.9", "13.0", "13.2", "13.4"])
+
+
+@given(older=_DRIVERS, newer=_DRIVERS, cuda=_CUDA)
+def test_a_newer_driver_never_supports_less(older: str, newer: str, cuda: str) -> None:
+    rows = [Toolkit.from_row(row) for row in _records("cuda_toolkits.json")]
+    if version_key(older) > version_key(newer):
+        older, newer = newer, older
+    rank = {CudaSupport.NONE: 0, CudaSupport.MINOR_COMPAT: 1, CudaSupport.FULL: 2}
+    assert rank[compat.cuda_support(older, cuda, rows)] <= rank[compat.cuda_support(newer, cuda, rows)]
+
+
+@given(driver=_DRIVERS)
+def test_max_cuda_for_driver_is_supported_by_that_driver(driver: str) -> None:
+    rows = [Toolkit.from_row(row) for row in _records("cuda_toolkits.json")]
+    for minor in (False, True):
+        best = compat.max_cuda_for_driver(driver, rows, allow_minor_compat=minor)
+        if best is not None:
+            assert compat.driver_supports_cuda(driver, best, rows, allow_minor_compat=minor)
