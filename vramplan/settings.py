@@ -207,7 +207,7 @@ CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "node-heartbeat": {
-        "task": "workers.tasks.node_heartbeat",
+        "task": "workers.tasks.node_heartbeat_dispatch",
         "schedule": float(env_int("NODE_HEARTBEAT_SECONDS", 60, minimum=5)),
     },
 }

@@ -169,3 +169,22 @@ def test_worker_records_gpus_through_the_fake_nvml(start_worker, fake_nvml_dir: 
     devices = node.inventory["nvml"]["devices"]
     assert [d["name"] for d in devices] == ["NVIDIA H100 80GB HBM3"] * 2
     assert node.inventory["host"]["logical_cpus"] == psutil.cpu_count(logical=True)
+
+
+def test_worker_registers_at_start_and_answers_on_its_node_queue(start_worker) -> None:  # type: ignore[no-untyped-def]
+    """No task sent: the worker records its node when ready; then beat's dispatch reaches it by name."""
+    worker = start_worker()
+    node = worker.wait_for_node()
+    first = node.last_heartbeat_at
+
+    assert tasks.node_heartbeat_dispatch.apply().get() >= 1  # runs here, sends to node.<name> queues
+
+    deadline = time.monotonic() + NODE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        node.refresh_from_db()
+        if node.last_heartbeat_at > first:
+            break
+        time.sleep(0.25)
+    else:
+        pytest.fail(f"the heartbeat sent to {tasks.node_queue(worker.node_name)} was not answered:\n{worker.log()}")
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(tasks.node_queue(worker.node_name))
