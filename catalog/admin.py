@@ -49,13 +49,17 @@ class DriverBranchFilter(admin.SimpleListFilter):
     parameter_name = "driver_branch"
 
     def lookups(self, request, model_admin):  # type: ignore[no-untyped-def]
-        versions = Configuration.objects.exclude(driver_version="").values_list("driver_version", flat=True)
+        versions = Configuration.objects.filter(accelerator__architecture__vendor__slug="nvidia").values_list(
+            "driver_version", flat=True
+        )
         branches = sorted({v.split(".")[0] for v in versions}, key=int)
         return [(b, f"R{b}") for b in branches]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value():
-            return queryset.filter(driver_version__startswith=f"{self.value()}.")
+            return queryset.filter(
+                accelerator__architecture__vendor__slug="nvidia", driver_version__startswith=f"{self.value()}."
+            )
         return queryset
 
 

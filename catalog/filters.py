@@ -135,13 +135,13 @@ class ConfigurationFilterSet(filters.FilterSet):
         method="filter_cuda",
         help_text="A CUDA version (e.g. 12.4) the installed driver supports, by NVIDIA's driver tables.",
     )
-    nvlink = StrictBooleanFilter(method="filter_nvlink", help_text="Devices joined by NVLink/NVSwitch.")
+    nvlink = StrictBooleanFilter(method="filter_nvlink", help_text="Devices joined by NVLink/NVSwitch (AMD: Infinity Fabric).")
     device = StrictChoiceFilter(
         choices=[("cpu", "cpu"), ("gpu", "gpu")],
         method="filter_device",
         help_text="`cpu`: configurations without an accelerator; `gpu`: with one.",
     )
-    driver_branch = filters.CharFilter(method="filter_driver_branch", help_text="e.g. R550.")
+    driver_branch = filters.CharFilter(method="filter_driver_branch", help_text="NVIDIA driver branch, e.g. R550.")
 
     class Meta:
         model = Configuration
@@ -188,7 +188,9 @@ class ConfigurationFilterSet(filters.FilterSet):
             raise ApiValidationError(
                 {"driver_branch": [f"{value!r} is not a driver branch; expected e.g. R550 or 550."]}
             )
-        return queryset.filter(driver_version__startswith=f"{int(major)}.")
+        return queryset.filter(
+            accelerator__architecture__vendor__slug="nvidia", driver_version__startswith=f"{int(major)}."
+        )
 
 
 class NodeFilterSet(filters.FilterSet):

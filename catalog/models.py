@@ -8,7 +8,7 @@ running a worker, with its verified inventory). Memory is always in bytes; GB = 
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Case, F, Q, When
+from django.db.models import Case, ExpressionWrapper, F, Q, When
 from django.db.models.functions import Coalesce
 
 from .choices import ConfigurationKind, CpuArchitecture, ProbeKind
@@ -177,7 +177,8 @@ class ConfigurationQuerySet(models.QuerySet):
         )
         return self.annotate(
             per_device_memory_bytes=per_device,
-            total_memory_bytes=per_device * F("device_count"),
+            # 64-bit explicitly: PostgreSQL would otherwise compare the product as a 32-bit integer.
+            total_memory_bytes=ExpressionWrapper(per_device * F("device_count"), output_field=models.BigIntegerField()),
             usable_memory_bytes=usable,
         )
 
@@ -239,8 +240,12 @@ class Configuration(models.Model):
 
     @property
     def driver_branch(self) -> str:
-        """``R550`` for driver 550.54.15; empty for CPU hosts."""
-        return f"R{self.driver_version.split('.')[0]}" if self.driver_version else ""
+        """``R550`` for NVIDIA driver 550.54.15, ``ROCm 6.4`` for an AMD host; empty for CPU hosts."""
+        if not self.driver_version:
+            return ""
+        if self.accelerator is not None and self.accelerator.architecture.vendor.slug == "amd":
+            return "ROCm " + ".".join(self.driver_version.split(".")[:2])
+        return f"R{self.driver_version.split('.')[0]}"
 
 
 class Node(models.Model):
