@@ -135,7 +135,9 @@ class ConfigurationFilterSet(filters.FilterSet):
         method="filter_cuda",
         help_text="A CUDA version (e.g. 12.4) the installed driver supports, by NVIDIA's driver tables.",
     )
-    nvlink = StrictBooleanFilter(method="filter_nvlink", help_text="Devices joined by NVLink/NVSwitch (AMD: Infinity Fabric).")
+    nvlink = StrictBooleanFilter(
+        method="filter_nvlink", help_text="Devices joined by NVLink/NVSwitch (AMD: Infinity Fabric)."
+    )
     device = StrictChoiceFilter(
         choices=[("cpu", "cpu"), ("gpu", "gpu")],
         method="filter_device",
