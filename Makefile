@@ -39,6 +39,11 @@ lint: dev-install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
+## make catalog: rebuild fixtures/catalog from ../shared/data (fails if the committed files are stale), then load it.
+catalog: install
+	$(BIN)/python fixtures/build_catalog.py --check
+	DJANGO_DEBUG=$${DJANGO_DEBUG:-1} $(BIN)/python manage.py loadcatalog
+
 schema: install
 	DJANGO_DEBUG=1 $(BIN)/python manage.py spectacular --validate --fail-on-warn --file var/openapi.yaml
 
