@@ -332,6 +332,7 @@ def _chain(node) -> list[str]:
 
 
 def module_kind(mod: str | None) -> str:
+    """Coarse kind of the innermost module (by its qualified name)."""
     if mod is None:
         return "none"
     m = mod.lower()
@@ -340,17 +341,19 @@ def module_kind(mod: str | None) -> str:
     last = m.split(".")[-1]
     if "lm_head" in m:
         return "lm_head"
-    if any(k in m for k in ("rotary", "rotary_emb")):
+    if "rotary" in m:
         return "rotary"
-    if any(k in last for k in ("embed", "wte", "wpe", "embed_positions", "embed_tokens")):
+    if any(k in last for k in ("embed", "wte", "wpe")):
         return "embedding"
-    if any(k in m for k in ("self_attn", ".attn", "attention")):
-        return "attention"
-    if any(k in m for k in ("mlp", "experts", "block_sparse_moe", "feed_forward", "moe", "fc1", "fc2")):
-        return "mlp/moe"
     if "norm" in last or last.startswith("ln") or last.endswith("layernorm"):
         return "norm"
-    if ".layers." in m or ".h." in m or m.endswith(".layers") or "decoder" in m:
+    if last in ("act", "act_fn", "activation_fn", "fc1", "fc2") or any(
+        k in m for k in ("mlp", "expert", "block_sparse_moe", "feed_forward", "moe")
+    ):
+        return "mlp/moe"
+    if any(k in m for k in ("self_attn", ".attn", "attention")):
+        return "attention"
+    if last.isdigit():
         return "decoder layer glue"
     return "model glue"
 
