@@ -239,13 +239,17 @@ def report(data: dict) -> tuple[str, bool]:
                 cells.append(f"{mb(mv)} / -")
             elif mv is None:
                 cells.append(f"- / {mb(ev)}")
+            elif ph == "backward_end":  # not the same quantity on both sides: no error %
+                cells.append(f"{mb(mv)} / {mb(ev)}")
             else:
                 cells.append(f"{mb(mv)} / {mb(ev)} ({(ev - mv) / mv * 100:+.1f})")
         lines.append(f"| {cid} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Cells are `measured / engine (error %)`. Measured: `prefill` and `decode` = the peak inside the")
     lines.append("prefill call and the worst decode call of `generate`; `forward`, `backward`, `optimizer_step` =")
-    lines.append("the peak inside that phase over steps 2..3; `backward_end` = live bytes when backward returns.")
+    lines.append("the peak inside that phase over steps 2..3; `backward_end` = live bytes when backward returns")
+    lines.append("(W + G + O), while the engine's `backward_end` phase is its late-backward transient peak: shown")
+    lines.append("side by side without an error %, since they are not the same quantity.")
     meta = data.get("meta", {})
     lines.append("")
     lines.append(
