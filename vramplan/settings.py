@@ -80,6 +80,7 @@ if not DATABASE_URL:
     DATABASE_URL = f"sqlite:///{VAR_DIR / 'vramplan.sqlite3'}"
 DATABASES = {"default": _database(DATABASE_URL)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+FORMS_URLFIELD_ASSUME_HTTPS = True  # Django 6.0's default, adopted now (source URLs in the catalog are https)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
