@@ -7,20 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from budgets.engine.budget import COMPONENT_NAMES
+
 pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "fixtures" / "workloads").glob("*.json"))
-COMPONENTS = {
-    "weights",
-    "activations",
-    "kv_cache",
-    "gradients",
-    "optimizer_state",
-    "workspace",
-    "runtime",
-    "fragmentation",
-}
+COMPONENTS = set(COMPONENT_NAMES)
 
 CHAT = {
     "name": "support-chat-8b",
