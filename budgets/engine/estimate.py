@@ -125,31 +125,36 @@ def _inference_stage(
         attend_prefill, attend_decode = s, longest - 1
         decode_gqa = gqa_sdpa
     else:
+        # transformers generate sizes its StaticCache to max_length - 1 positions (the last token is
+        # never fed back; generation/utils.py `_prepare_cache_for_generation`)
+        slots = longest - 1 if (layout == "contiguous" and inf.engine == "transformers") else longest
         kv_final = kv.kv_cache_bytes(
-            spec, stage.kv_heads, layers, kv_prec, layout, longest, b, inf.kv_block_tokens
+            spec, stage.kv_heads, layers, kv_prec, layout, slots, b, inf.kv_block_tokens
         )
         kv_prefill = kv_final
         growth = 0
         out.preallocated = True
         kv_note = (
-            f"{layout} cache preallocated for {longest} positions × {b} sequences"
+            f"{layout} cache preallocated for {slots} positions × {b} sequences"
             if layout == "contiguous"
             else f"paged blocks of {inf.kv_block_tokens} tokens, ≤ one partly filled block per sequence"
         )
-        # a static cache attends over the whole preallocated length, with a mask (no SDPA GQA path)
-        attend_prefill = attend_decode = longest if layout == "contiguous" else s
-        decode_gqa = gqa_sdpa and layout != "contiguous"
+        # a static cache attends over the whole preallocated length; in decode SDPA gets a padding
+        # mask, so no enable_gqa, but a single query is packed per KV head (sdpa_attention.py pack_gqa)
+        # instead of repeat_kv copies
+        attend_prefill = attend_decode = slots if layout == "contiguous" else s
+        decode_gqa = gqa_sdpa
         if layout == "paged":
             attend_decode = longest - 1
     kv_note += f"; {per_tok:,} B/token/device across {layers} layers ({kv_prec})"
 
-    prefill_gqa = gqa_sdpa and layout != "contiguous"
+    # SDPA prefill runs mask-free with is_causal even over a static cache (the cache is empty,
+    # masking_utils._ignore_causal_mask_sdpa), so GQA goes through enable_gqa (use_gqa_in_sdpa)
+    prefill_gqa = gqa_sdpa
     xp = _shape(spec, stage, b, s, attend_prefill, d)
-    mask_k = attend_prefill if (attention == "eager" or layout == "contiguous") else 0
+    mask_k = attend_prefill if attention == "eager" else 0
     prefill_layer = act.inference_forward_transient(spec, xp, attention, gqa_copies=not prefill_gqa)
     model_level = act.model_level_inference(spec, xp, attention, mask_k)
-    if layout == "contiguous" and attention != "eager":
-        model_level += b * s * attend_prefill  # boolean SDPA mask (b, 1, s, k)
     head = act.logits_generate(spec, b, xp.vocab, d) if stage.holds_head else 0
     head_peak = 2 * xp.tokens * xp.h * d + head
     prefill_act = model_level + max(prefill_layer, head_peak)
@@ -161,6 +166,9 @@ def _inference_stage(
     )
     generation_ids = 3 * b * longest * 8  # input_ids / attention_mask grown by cat (int64)
     decode_act = decode_model + decode_layer + head + generation_ids
+    # between forwards: logits processing of the last step, over the final cache (no forward alive)
+    sample_act = act.logits_sample(b, xp.vocab, d) + generation_ids if stage.holds_head else 0
+    sample_low = act.logits_sample(b, xp.vocab, d, processors=0) + generation_ids if stage.holds_head else 0
 
     act_note = (
         f"prefill of {b}×{s} tokens ({attention} attention"
@@ -177,10 +185,18 @@ def _inference_stage(
         "kv_cache": Range(kv_final, kv_final + growth, kv_final + growth),
         "activations": Range.spread(decode_act, lo, hi),
     }
+    if sample_act:
+        # with min_new_tokens = max_output_tokens (a full-length run) two eos-suppressing processors
+        # add fp32 [b, V] clones; without them only the fp32 copy (the low end)
+        out.phases["sample"] = {
+            "weights": weights,
+            "kv_cache": Range.exact(kv_final),
+            "activations": Range(int(sample_low), int(sample_act), int(sample_act * hi)),
+        }
     out.notes["kv_cache"] = kv_note
     out.notes["activations"] = act_note
     out.transient_for_fragmentation = int(
-        max(prefill_act, decode_act) + (kv_final if layout == "dynamic" else 0)
+        max(prefill_act, decode_act, sample_act) + (kv_final if layout == "dynamic" else 0)
     )
     out.live_tensors = _param_tensors(spec, layers) + 2 * layers
     return out

@@ -47,24 +47,35 @@ def _norm_forward_transient(spec: ModelSpec, x: Shape) -> float:
     return t * (4 + 4)
 
 
-def _mlp_forward_transient(spec: ModelSpec, x: Shape) -> float:
+# decoder layers that keep a tensor past the point a Llama-style layer frees it
+ATTN_OUTPUT_KEPT = ("gpt2",)  # GPT2Block binds `attn_output` to a local that lives through the MLP
+MLP_INPUT_FREED = ("opt",)  # OPTDecoderLayer runs fc1 inline and rebinds: the normed input dies at fc1
+
+
+def _moe_forward_transient(spec: ModelSpec, x: Shape) -> float:
+    """transformers 5 runs routed experts batched (`experts_implementation` defaults to "grouped_mm",
+    modeling_utils.get_correct_experts_implementation, on every device; its fallback allocates the same
+    outputs): integrations/moe.py grouped_mm_experts_forward materialises all S = tokens × k routed rows
+    at once. Peak at `act(gate) * up`: gathered input (S·h), gate_up (S·2I), act(gate) (S·I), product (S·I)."""
     tok = x.tokens
+    k = spec.experts_per_token
+    e_int = spec.expert_intermediate_size
+    rows = tok * k
+    # router logits (kept by `_, w, idx = self.gate(...)`), top-k weights fp32 + indices int64; in the
+    # experts: sorted ids and perm (int64), sample weights and the histc input (fp32)
+    routing = tok * spec.num_experts * x.d + tok * k * (4 + 8) + rows * (8 + 8 + 4 + 4)
+    grouped = rows * (x.h + 4 * e_int) * x.d
+    if not spec.shared_expert_intermediate_size:
+        return routing + grouped
+    # Qwen2MoeSparseMoeBlock: the shared expert runs first; its output (tok·h) is held during the experts
+    shared = 3 * tok * spec.shared_expert_intermediate_size * x.d
+    return max(shared, tok * x.h * x.d + routing + grouped)
+
+
+def _mlp_forward_transient(spec: ModelSpec, x: Shape) -> float:
     if spec.is_moe:
-        e_int = spec.expert_intermediate_size
-        k = spec.experts_per_token
-        # router logits + fp32 softmax + one-hot expert mask (int64, experts × k × tokens)
-        routing = tok * spec.num_experts * (x.d + 4) + tok * k * spec.num_experts * 8
-        per_expert_peak = 0  # largest expert batch: tokens routed there (uniform routing assumed)
-        routed = tok * k / spec.num_experts
-        per_expert_peak = routed * (x.h * x.d + 3 * e_int * x.d + x.h * x.d)
-        out = tok * x.h * x.d  # accumulated output
-        shared = (
-            3 * tok * spec.shared_expert_intermediate_size * x.d
-            if spec.shared_expert_intermediate_size
-            else 0
-        )
-        return routing + max(per_expert_peak * 2, shared) + out
-    ti = tok * x.inter * x.d
+        return _moe_forward_transient(spec, x)
+    ti = x.tokens * x.inter * x.d
     if spec.mlp == "gated":
         return 3 * ti  # act(gate), up, act*up
     if spec.activation in PYTHON_GELU:
@@ -77,35 +88,51 @@ def attention_scores_bytes(x: Shape, dtype_bytes: float) -> float:
 
 
 def _attention_forward_transient(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool) -> float:
-    """Transient of one attention block (excluding the KV cache it reads)."""
+    """Transient of one attention block with a KV cache (excluding the cache it reads).
+
+    The k/v projections live only until the cache update: DynamicLayer.update concatenates them into
+    new cache tensors and StaticLayer.update copies them in, and the attention locals are rebound to
+    the cache tensors (cache_utils), so from then on only the roped q is alive besides the cache."""
     tok = x.tokens
     qkv = tok * (x.q + 2 * x.kv) * x.d
     rope = 2 * tok * x.q * x.d  # q·cos, rotate_half(q)·sin before the sum
-    out = 2 * tok * x.q * x.d  # attention output + contiguous transpose
+    q = tok * x.q * x.d  # roped q, held by the attention forward until it returns
+    out = tok * x.q * x.d
+    o_proj = q + out + tok * x.h * x.d  # o_proj output while q and its input are alive
     rep = 2 * x.b * x.heads * x.k * spec.head_dim * x.d if (gqa_copies and x.kv < x.q) else 0
     if attention == "eager":
-        # QK^T (·scale), + mask, fp32 softmax, cast back: peak = masked + fp32 + cast
+        # eager_attention_forward: QK^T then ·scale (both alive), + mask, fp32 softmax, cast back;
+        # the output is not allocated yet at the scores peak
         score_peak = attention_scores_bytes(x, (2 * x.d + 4) if x.d < 4 else 8)
-        return qkv + rep + max(rope, score_peak + x.b * x.heads * x.s * spec.head_dim * x.d)
+        probs = attention_scores_bytes(x, x.d)
+        pv = probs + 2 * out  # P·V output + its transpose(1, 2).contiguous() copy
+        return max(qkv + rope, q + rep + max(score_peak, pv), o_proj + probs)
+    # SDPA (CPU flash kernel, CUDA flash/efficient) writes its output as [b, s, H, hd]: the
+    # transpose(1, 2).reshape in the attention forward is a view (aten/.../native/transformers/attention.cpp)
     lse = x.b * x.heads * x.s * 4
-    return qkv + rep + max(rope, out + lse)
+    return max(qkv + rope, q + rep + out + lse, o_proj)
 
 
 def inference_forward_transient(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool) -> float:
-    """Peak bytes alive inside one decoder layer's forward, beyond weights and the KV cache:
-    the residual stream, the normed input and the largest of the norm / attention / MLP transients."""
+    """Peak bytes alive inside one decoder layer's forward, beyond weights, the KV cache and the
+    model-level tensors. Alive throughout: the embedding output (the model forward's `inputs_embeds`),
+    the layer input (held by the decoder loop; it is also the attention's residual) and the normed
+    input; the MLP additionally sees the post-attention residual."""
     tok = x.tokens
     hidden = tok * x.h * x.d
     # eager attention returns its probabilities; the decoder layer keeps them (`hidden, _ = attn(...)`)
     # until the layer returns, so they are still alive during the MLP
     kept_probs = attention_scores_bytes(x, x.d) if attention == "eager" else 0
-    inner = max(
-        _norm_forward_transient(spec, x),
-        _attention_forward_transient(spec, x, attention, gqa_copies),
-        _mlp_forward_transient(spec, x) + kept_probs,
+    mlp_hidden = 4 * hidden  # embeds, layer input, residual, normed input
+    if spec.model_type in MLP_INPUT_FREED:
+        mlp_hidden -= hidden
+    if spec.model_type in ATTN_OUTPUT_KEPT:
+        mlp_hidden += hidden
+    return max(
+        3 * hidden + _norm_forward_transient(spec, x),
+        3 * hidden + _attention_forward_transient(spec, x, attention, gqa_copies),
+        mlp_hidden + _mlp_forward_transient(spec, x) + kept_probs,
     )
-    # embedding output (held by the model's forward), layer input, residual, normed input
-    return 4 * hidden + inner
 
 
 def model_level_inference(spec: ModelSpec, x: Shape, attention: str, mask_positions: int) -> float:
@@ -122,9 +149,25 @@ def model_level_inference(spec: ModelSpec, x: Shape, attention: str, mask_positi
 
 
 def logits_generate(spec: ModelSpec, b: int, vocab: int, d: float) -> float:
-    """transformers generate: last-position logits (d), an fp32 copy (next_token_logits) and the
-    logits processors' fp32 output."""
+    """transformers generate during a decode forward: the new last-position logits (d) and, from the
+    previous step, `next_token_logits` (fp32 copy) and `next_token_scores` (processors' fp32 output),
+    rebound only after the forward (generation/utils.py `_sample`)."""
     return b * vocab * (d + 4 + 4)
+
+
+# MinLengthLogitsProcessor and MinNewTokensLengthLogitsProcessor (generation/logits_process.py), added
+# when generate is forced to its full length (min_new_tokens = max_new_tokens, so min_length is set
+# too): each makes a `clone` and a `torch.where` of the fp32 [b, V] scores
+EOS_SUPPRESSING_PROCESSORS = 2
+
+
+def logits_sample(b: int, vocab: int, d: float, processors: int = EOS_SUPPRESSING_PROCESSORS) -> float:
+    """Between two forwards, at the last processor's `where` (generation/utils.py `_sample`): the
+    logits (d), the new fp32 `next_token_logits`, the previous step's `next_token_scores`, the
+    earlier processors' outputs and the last one's clone and where (4 B each). Without processors
+    the scores are `next_token_logits` itself."""
+    fp32 = 1 + (1 + processors + 1 if processors else 0)
+    return b * vocab * (d + 4 * fp32)
 
 
 # --- training ----------------------------------------------------------------------------------
