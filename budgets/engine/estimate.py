@@ -369,10 +369,25 @@ def _training_stage(
     mode = t.activation_checkpointing
     per_layer = act.training_saved_per_layer(spec, x, attention, not gqa_sdpa, mode, sp_t)
     saved_layers = per_layer * stage.layers * stage.in_flight_microbatches
-    embed_out = x.tokens * x.h * d if mode != "full" else 0  # embedding output (fp32 path keeps it)
-    model_level = 2 * x.tokens * spec.head_dim * d + x.tokens * 8 * 2
-    if attention == "eager":
-        model_level += b * s * s * d  # additive causal mask, alive during forward
+    # the embedding output is the model forward's `inputs_embeds` local. An fp32 RMSNorm saves it as
+    # layer 0's norm input (already in `saved_layers`); a bf16/fp16 RMSNorm saves its fp32 upcast and a
+    # LayerNorm model saves the sum with the position embeddings, so there it is a separate tensor that
+    # lives only through the forward. With full checkpointing it is layer 0's checkpoint input.
+    embed_saved_by_norm = spec.norm == "rms" and d >= 4
+    embed_out = x.tokens * x.h * d if (mode != "full" and not embed_saved_by_norm) else 0
+    # training forward: position_ids = cache_position.unsqueeze(0), so cos/sin (or the learned position
+    # embeddings) have batch 1 (modeling_llama.LlamaModel.forward); the rope muls save cos and sin,
+    # so they stay alive into backward
+    positions = s * spec.hidden_size * d if spec.learned_positions else 2 * s * spec.head_dim * d
+    kept_positions = 0 if spec.learned_positions else positions
+    mask = b * s * s * d if attention == "eager" else 0  # additive causal mask (b, 1, s, s)
+    model_level = positions + s * 8 + mask
+    # with full checkpointing the mask and cos/sin are inputs of every checkpointed layer, so
+    # torch.utils.checkpoint keeps them until that layer's backward
+    kept_model_level = kept_positions + (mask if mode == "full" else 0)
+    # the batch the training loop holds in every phase: input_ids and labels (int64); labels may be
+    # input_ids itself (low), a collator may add an attention_mask (high)
+    batch = Range(x.tokens * 8, 2 * x.tokens * 8, 3 * x.tokens * 8)
     recompute = act.training_layer_recompute(spec, x, attention, not gqa_sdpa) if mode == "full" else 0
     bwd_transient = act.training_backward_transient(spec, x)
     if stage.holds_head:
@@ -397,9 +412,10 @@ def _training_stage(
         saved_layers + embed_out + model_level + final_norm + (act.loss_forward(x) if stage.holds_head else 0)
     )
     bwd_start_act = (
-        saved_layers + embed_out + final_norm + max(loss_fwd, loss_keep + recompute + bwd_transient)
+        saved_layers + kept_model_level + final_norm + max(loss_fwd, loss_keep + recompute + bwd_transient)
     )
-    bwd_end_act = recompute + bwd_transient + embed_out
+    # late backward: one layer's recompute and gradients, the gradient of the embedding output
+    bwd_end_act = recompute + bwd_transient + x.tokens * x.h * d + kept_model_level
 
     # workspace: optimizer foreach buffer, ZeRO-3 gathered layers, DDP/ZeRO buckets, NCCL, cuBLAS
     layer_params_full = (layer_p / max(stage.layers, 1)) if stage.layers else 0
@@ -424,26 +440,26 @@ def _training_stage(
     out.phases["forward"] = {
         "weights": weights,
         "optimizer_state": optimizer,
-        "activations": band(fwd_act),
+        "activations": band(fwd_act) + batch,
     }
     out.phases["backward"] = {
         "weights": weights,
         "optimizer_state": optimizer,
         # measured (CPU profiler): the backward peak is at log_softmax backward, before any
         # parameter gradient exists; the LM head gradient arrives after the loss buffers are freed
-        "activations": band(bwd_start_act),
+        "activations": band(bwd_start_act) + batch,
         "gradients": ZERO,
     }
     out.phases["backward_head"] = {
         "weights": weights,
         "optimizer_state": optimizer,
-        "activations": band(saved_layers + embed_out + final_norm + x.tokens * x.vocab * d),
+        "activations": band(saved_layers + kept_model_level + final_norm + x.tokens * x.vocab * d) + batch,
         "gradients": Range.exact(head_grad),
     }
     out.phases["backward_end"] = {
         "weights": weights,
         "optimizer_state": optimizer,
-        "activations": band(bwd_end_act),
+        "activations": band(bwd_end_act) + batch,
         "gradients": grads + Range.exact(emb_grad_transient),
     }
     out.phases["optimizer_step"] = {
@@ -451,7 +467,13 @@ def _training_stage(
         "optimizer_state": optimizer,
         "gradients": grads,
         "workspace": opt_phase_ws,
+        "activations": batch,
     }
+    if step_temp:
+        # torch.optim foreach step: e.g. AdamW's _foreach_sqrt(exp_avg_sq) is a parameter-sized temporary
+        out.notes["workspace"] = (
+            "cpu device: no library workspaces" if device == "cpu" else "cuBLAS workspace (:4096:2:16:8)"
+        ) + f"; optimizer step: {t.optimizer} foreach temporary {int(step_temp):,} B"
     grad_note = f"{trainable:,} trainable parameters × {nbytes(grad_prec):g} B ({grad_prec})" + (
         f" / {g_shards} (ZeRO-{stage.zero_stage})" if g_shards > 1 else ""
     )

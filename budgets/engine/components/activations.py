@@ -195,8 +195,10 @@ def _attention_saved(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool
         return tok * (2 * x.q + 2 * kv_width) * x.d + scores + qk_norm
     kv_width = x.q if (gqa_copies and x.kv < x.q) else x.kv
     lse = x.b * x.heads * x.s * 4
-    # q (roped), k (roped), v, attention output, contiguous transpose (o_proj input), log-sum-exp
-    return tok * (3 * x.q + 2 * kv_width) * x.d + lse + qk_norm
+    # q (roped), k (roped), v, attention output, log-sum-exp. SDPA (CPU flash kernel, CUDA
+    # flash/efficient) lays its output out as [b, s, H, hd], so the attention forward's
+    # transpose(1, 2).reshape is a view and o_proj saves the SDPA output itself (no copy)
+    return tok * (2 * x.q + 2 * kv_width) * x.d + lse + qk_norm
 
 
 def _mlp_saved(spec: ModelSpec, x: Shape) -> float:
