@@ -155,9 +155,9 @@ def _inference_stage(
     mask_k = attend_prefill if attention == "eager" else 0
     prefill_layer = act.inference_forward_transient(spec, xp, attention, gqa_copies=not prefill_gqa)
     model_level = act.model_level_inference(spec, xp, attention, mask_k)
-    head = act.logits_generate(spec, b, xp.vocab, d) if stage.holds_head else 0
-    head_peak = 2 * xp.tokens * xp.h * d + head
-    prefill_act = model_level + max(prefill_layer, head_peak)
+    # the new last-position logits exist only at the head, after the layers' transients are freed
+    logits = b * xp.vocab * d if stage.holds_head else 0
+    prefill_act = model_level + max(prefill_layer, 2 * xp.tokens * xp.h * d + logits)
 
     xd = _shape(spec, stage, b, 1, attend_decode, d)
     decode_layer = act.inference_forward_transient(spec, xd, attention, gqa_copies=not decode_gqa)
@@ -165,7 +165,11 @@ def _inference_stage(
         spec, xd, attention, attend_decode if attention == "eager" else 0
     )
     generation_ids = 3 * b * longest * 8  # input_ids / attention_mask grown by cat (int64)
-    decode_act = decode_model + decode_layer + head + generation_ids
+    prev_scores = act.previous_step_scores(b, xp.vocab) if stage.holds_head else 0
+    # in a layer the dynamic cache's growth copy (kv_cache component) is alive; at the head it is not
+    decode_act = (
+        decode_model + generation_ids + prev_scores + max(decode_layer, 2 * b * xp.h * d + logits - growth)
+    )
     # between forwards: logits processing of the last step, over the final cache (no forward alive)
     sample_act = act.logits_sample(b, xp.vocab, d) + generation_ids if stage.holds_head else 0
     sample_low = act.logits_sample(b, xp.vocab, d, processors=0) + generation_ids if stage.holds_head else 0
@@ -182,7 +186,7 @@ def _inference_stage(
     }
     out.phases["decode"] = {
         "weights": weights,
-        "kv_cache": Range(kv_final, kv_final + growth, kv_final + growth),
+        "kv_cache": Range.exact(kv_final + growth),  # torch.cat always copies while growing
         "activations": Range.spread(decode_act, lo, hi),
     }
     if sample_act:

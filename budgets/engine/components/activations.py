@@ -148,11 +148,11 @@ def model_level_inference(spec: ModelSpec, x: Shape, attention: str, mask_positi
     return rope + mask + ids
 
 
-def logits_generate(spec: ModelSpec, b: int, vocab: int, d: float) -> float:
-    """transformers generate during a decode forward: the new last-position logits (d) and, from the
-    previous step, `next_token_logits` (fp32 copy) and `next_token_scores` (processors' fp32 output),
-    rebound only after the forward (generation/utils.py `_sample`)."""
-    return b * vocab * (d + 4 + 4)
+def previous_step_scores(b: int, vocab: int) -> float:
+    """transformers generate during a decode forward: the previous step's `next_token_logits` (fp32
+    copy) and `next_token_scores` (processors' fp32 output) are rebound only after the forward; its
+    logits are gone (`del outputs`, generation/utils.py `_sample`)."""
+    return b * vocab * (4 + 4)
 
 
 # MinLengthLogitsProcessor and MinNewTokensLengthLogitsProcessor (generation/logits_process.py), added
@@ -167,7 +167,8 @@ def logits_sample(b: int, vocab: int, d: float, processors: int = EOS_SUPPRESSIN
     earlier processors' outputs and the last one's clone and where (4 B each). Without processors
     the scores are `next_token_logits` itself."""
     fp32 = 1 + (1 + processors + 1 if processors else 0)
-    return b * vocab * (d + 4 * fp32)
+    eos_mask = vocab * (8 + 1) if processors else 0  # the processor's arange(V) (int64) and isin mask
+    return b * vocab * (d + 4 * fp32) + eos_mask
 
 
 # --- training ----------------------------------------------------------------------------------
