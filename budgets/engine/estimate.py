@@ -784,7 +784,13 @@ def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, 
     elif w.inference is not None:
         out.append(f"serving engine {w.inference.engine}, KV layout {w.inference.kv_cache_layout}")
         if w.inference.engine == "transformers":
-            out.append("transformers generate: logits of the last position only, fp32 next-token copies")
+            out.append(
+                "transformers generate: logits of the last position only, fp32 next-token copies; runs to"
+                " max_output_tokens (min_new_tokens set: two eos-suppressing logits processors, whose fp32"
+                " copies are the sampling instant; without them the low end)"
+            )
+    if w.spec.is_moe and (w.inference is None or w.inference.engine != "vllm"):
+        out.append("MoE experts batched (transformers 5 experts_implementation 'grouped_mm', the default)")
     if w.parallelism.tensor > w.spec.num_kv_heads:
         out.append("tensor degree exceeds KV heads: KV heads replicated on each device")
     return tuple(out)
