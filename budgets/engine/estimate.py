@@ -177,7 +177,8 @@ def _inference_stage(
     act_note = (
         f"prefill of {b}×{s} tokens ({attention} attention"
         + (", b·heads·s·s scores materialized" if attention == "eager" else "")
-        + f"), last-position logits (+fp32 copies, {inf.engine} generate), decode over {attend_decode} positions"
+        + f"), last-position logits (+fp32 score copies between forwards, {inf.engine} generate),"
+        + f" decode over {attend_decode} positions"
     )
     out.phases["prefill"] = {
         "weights": weights,
