@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.accuracy.cases import CASES, case_by_id, case_ids
+from benchmarks.accuracy.cases import CASES, HOLDOUT_CASES, TUNING_CASES, case_by_id, case_ids, is_holdout
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results.json"
@@ -42,6 +42,18 @@ def load_results() -> dict:
     return {"meta": {}, "cases": {}}
 
 
+def git_head() -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, timeout=10, check=True
+        )
+        return out.stdout.strip()
+    except Exception:
+        return None
+
+
 def measure(ids: list[str]) -> dict:
     from benchmarks.accuracy.measure import measure_in_subprocess
 
@@ -51,6 +63,8 @@ def measure(ids: list[str]) -> dict:
         t = time.time()
         print(f"measuring {cid} ...", end=" ", flush=True)
         res = measure_in_subprocess(cid)
+        res["measured_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        res["repo_commit"] = git_head()
         data["cases"][cid] = res
         print(f"{res['measured_peak_bytes']:,} B  ({time.time() - t:.1f} s)", flush=True)
     total = time.time() - t0
@@ -114,6 +128,10 @@ def engine_estimates() -> tuple[dict, str | None]:
     return out, None
 
 
+def label(cid: str) -> str:
+    return f"{cid} (hold-out)" if is_holdout(cid) else cid
+
+
 def mb(x: int | float) -> str:
     return f"{x / 1e6:,.1f}"
 
@@ -138,58 +156,97 @@ def measured_phases(m: dict) -> dict:
     return out
 
 
+def _summary(errs: list[float], inr: int, failures: int) -> str:
+    if not errs:
+        return "no case compared" + (f", {failures} failed to estimate" if failures else "")
+    return (
+        f"median |error| = {statistics.median(errs):.2f} %, max |error| = {max(errs):.2f} %, "
+        f"{inr}/{len(errs)} in range, {len(errs)} case(s) compared"
+        + (f", {failures} failed to estimate" if failures else "")
+    )
+
+
+SETS = (
+    ("Tuning set", "the cases the engine was tuned against", TUNING_CASES),
+    ("Hold-out set", "added after the engine was tuned; see HOLDOUT.md", HOLDOUT_CASES),
+)
+
+
 def report(data: dict) -> tuple[str, bool]:
     est, why = engine_estimates()
     lines = []
-    lines.append("| case | scenario | measured peak B | estimated B | low - high B | error % | in range |")
-    lines.append("|---|---|---:|---:|---:|---:|:---:|")
-    errs = []
+    errs: list[float] = []
+    in_range = 0
     failures = []
-    for w in CASES:
-        cid = w["name"]
-        m = data["cases"].get(cid)
-        meas = m["measured_peak_bytes"] if m else None
-        ms = f"{meas:,}" if meas is not None else "not measured"
-        e = est.get(cid)
-        if e is None:
-            row = [cid, scenario(w), ms, "-", "-", "-", "-"]
-        elif "error" in e:
-            row = [cid, scenario(w), ms, "error", e["error"], "-", "-"]
-            failures.append(cid)
-        else:
-            tot = e["per_device"]["total"]
-            if meas is None:
-                rng = f"{tot['low']:,} - {tot['high']:,}"
-                row = [cid, scenario(w), ms, f"{tot['bytes']:,}", rng, "-", "-"]
+    set_lines = []
+    for title, what, cases in SETS:
+        lines.append(f"### {title} ({len(cases)} cases: {what})")
+        lines.append("")
+        lines.append("| case | scenario | measured peak B | estimated B | low - high B | error % | in range |")
+        lines.append("|---|---|---:|---:|---:|---:|:---:|")
+        s_errs: list[float] = []
+        s_inr = 0
+        s_fail = 0
+        for w in cases:
+            cid = w["name"]
+            m = data["cases"].get(cid)
+            meas = m["measured_peak_bytes"] if m else None
+            ms = f"{meas:,}" if meas is not None else "not measured"
+            e = est.get(cid)
+            if e is None:
+                row = [cid, scenario(w), ms, "-", "-", "-", "-"]
+            elif "error" in e:
+                row = [cid, scenario(w), ms, "error", e["error"], "-", "-"]
+                failures.append(cid)
+                s_fail += 1
             else:
-                err = (tot["bytes"] - meas) / meas * 100
-                errs.append(abs(err))
-                inr = tot["low"] <= meas <= tot["high"]
-                row = [
-                    cid,
-                    scenario(w),
-                    ms,
-                    f"{tot['bytes']:,}",
-                    f"{tot['low']:,} - {tot['high']:,}",
-                    f"{err:+.2f}",
-                    "yes" if inr else "**no**",
-                ]
-        lines.append("| " + " | ".join(row) + " |")
-    lines.append("")
+                tot = e["per_device"]["total"]
+                if meas is None:
+                    rng = f"{tot['low']:,} - {tot['high']:,}"
+                    row = [cid, scenario(w), ms, f"{tot['bytes']:,}", rng, "-", "-"]
+                else:
+                    err = (tot["bytes"] - meas) / meas * 100
+                    s_errs.append(abs(err))
+                    inr = tot["low"] <= meas <= tot["high"]
+                    s_inr += inr
+                    row = [
+                        cid,
+                        scenario(w),
+                        ms,
+                        f"{tot['bytes']:,}",
+                        f"{tot['low']:,} - {tot['high']:,}",
+                        f"{err:+.2f}",
+                        "yes" if inr else "**no**",
+                    ]
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+        if not why:
+            summary = f"{title}: {_summary(s_errs, s_inr, s_fail)}"
+            lines.append(summary + ".")
+            set_lines.append(summary)
+            lines.append("")
+        errs += s_errs
+        in_range += s_inr
     ok = True
+    lines.append("### Overall")
+    lines.append("")
     if why:
         lines.append(f"Engine estimates not shown: {why}. Measured figures only.")
         ok = False
     elif errs:
         med, mx = statistics.median(errs), max(errs)
         ok = med <= TARGET_MEDIAN and mx <= TARGET_MAX and not failures
+        for sl in set_lines:
+            lines.append(f"- {sl}")
         lines.append(
-            f"median |error| = {med:.2f} % (target ≤ {TARGET_MEDIAN} %), "
-            f"max |error| = {mx:.2f} % (target ≤ {TARGET_MAX} %), "
+            f"- All cases: median |error| = {med:.2f} % (target ≤ {TARGET_MEDIAN} %), "
+            f"max |error| = {mx:.2f} % (target ≤ {TARGET_MAX} %), {in_range}/{len(errs)} in range, "
             f"{len(errs)} case(s) compared"
             + (f", {len(failures)} failed to estimate" if failures else "")
             + f" → {'PASS' if ok else 'FAIL'}"
         )
+        lines.append("")
+        lines.append("The exit status checks the targets on all cases together.")
     else:
         ok = False
         lines.append("No case could be compared.")
@@ -217,7 +274,7 @@ def report(data: dict) -> tuple[str, bool]:
             )
             if e["per_device"].get("peak_phase"):
                 comps += f" (peak phase: {e['per_device']['peak_phase']})"
-        lines.append(f"| {cid} | {where} | {cats} | {comps} |")
+        lines.append(f"| {label(cid)} | {where} | {cats} | {comps} |")
     lines.append("")
     lines.append("### Phase peaks: measured vs engine (MB = 10^6 B; error % of the engine's phase figure)")
     lines.append("")
@@ -243,7 +300,7 @@ def report(data: dict) -> tuple[str, bool]:
                 cells.append(f"{mb(mv)} / {mb(ev)}")
             else:
                 cells.append(f"{mb(mv)} / {mb(ev)} ({(ev - mv) / mv * 100:+.1f})")
-        lines.append(f"| {cid} | " + " | ".join(cells) + " |")
+        lines.append(f"| {label(cid)} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Cells are `measured / engine (error %)`. Measured: `prefill` and `decode` = the peak inside the")
     lines.append("prefill call and the worst decode call of `generate`; `forward`, `backward`, `optimizer_step` =")

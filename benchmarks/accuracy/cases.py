@@ -153,6 +153,125 @@ OPT = {  # OPT-style: ReLU MLP, LayerNorm, learned positions (+2 offset), tied h
 }
 
 
+# --- hold-out model configs (added after the engine was tuned on the cases above; see HOLDOUT.md) -
+
+QWEN3_TIED = {  # Qwen3-0.6B-style: qk-norm, head_dim*heads != hidden (q wider than h), GQA 8q/2kv, tied
+    "model_type": "qwen3",
+    "num_hidden_layers": 6,
+    "hidden_size": 384,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 96,
+    "intermediate_size": 1152,
+    "vocab_size": 40000,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": True,
+    "use_sliding_window": False,
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "hidden_act": "silu",
+}
+
+QWEN3_MOE = {  # fine-grained MoE, 16 experts, top-4 (normalised), qk-norm, no shared expert
+    "model_type": "qwen3_moe",
+    "num_hidden_layers": 4,
+    "hidden_size": 384,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "intermediate_size": 1024,
+    "moe_intermediate_size": 192,
+    "num_experts": 16,
+    "num_experts_per_tok": 4,
+    "norm_topk_prob": True,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "vocab_size": 16000,
+    "max_position_embeddings": 4096,
+    "use_sliding_window": False,
+    "tie_word_embeddings": False,
+    "attention_dropout": 0.0,
+    "output_router_logits": False,
+    "hidden_act": "silu",
+}
+
+GEMMA2 = {  # Gemma-2-style: sliding window on even layers (window < prompt), logit soft-capping, 4 norms/layer
+    "model_type": "gemma2",
+    "num_hidden_layers": 6,
+    "hidden_size": 512,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 64,
+    "query_pre_attn_scalar": 64,
+    "intermediate_size": 1536,
+    "vocab_size": 48000,
+    "max_position_embeddings": 4096,
+    "sliding_window": 128,
+    "layer_types": ["sliding_attention", "full_attention"] * 3,
+    "attn_logit_softcapping": 50.0,
+    "final_logit_softcapping": 30.0,
+    "tie_word_embeddings": True,
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "hidden_activation": "gelu_pytorch_tanh",
+}
+
+GEMMA3_TEXT = {  # Gemma-3-style text model: 5 sliding : 1 full, qk-norm, MQA 4q/1kv, large vocab, tied
+    "model_type": "gemma3_text",
+    "num_hidden_layers": 6,
+    "hidden_size": 512,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 128,
+    "query_pre_attn_scalar": 128,
+    "intermediate_size": 1536,
+    "vocab_size": 64000,
+    "max_position_embeddings": 8192,
+    "sliding_window": 128,
+    "layer_types": ["sliding_attention"] * 5 + ["full_attention"],
+    "tie_word_embeddings": True,
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "hidden_activation": "gelu_pytorch_tanh",
+}
+
+PHI3 = {  # Phi-3-style: fused qkv_proj and gate_up_proj, MHA
+    "model_type": "phi3",
+    "num_hidden_layers": 6,
+    "hidden_size": 512,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "intermediate_size": 1408,
+    "vocab_size": 32064,
+    "max_position_embeddings": 4096,
+    "original_max_position_embeddings": 4096,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "resid_pdrop": 0.0,
+    "embd_pdrop": 0.0,
+    "attention_dropout": 0.0,
+    "hidden_act": "silu",
+}
+
+PHI3_TIED = {**PHI3, "tie_word_embeddings": True}
+
+GPT_NEOX = {  # Pythia-style: parallel residual, partial rotary (25 %), fused qkv, GELU 4x MLP, untied
+    "model_type": "gpt_neox",
+    "num_hidden_layers": 6,
+    "hidden_size": 512,
+    "num_attention_heads": 8,
+    "intermediate_size": 2048,
+    "vocab_size": 24000,
+    "max_position_embeddings": 2048,
+    "use_parallel_residual": True,
+    "attention_bias": True,
+    "hidden_act": "gelu",
+    "attention_dropout": 0.0,
+    "hidden_dropout": 0.0,
+    "tie_word_embeddings": False,
+}
+
+
 # --- workload builders ----------------------------------------------------------------------------
 
 
@@ -373,6 +492,131 @@ CASES: list[dict] = [
         attention="sdpa",
     ),
 ]
+
+# Hold-out set: written and first compared AFTER the engine was tuned on CASES above (HOLDOUT.md
+# records that first comparison and the engine commit). Do not tune the engine on these and then
+# report them as independent: a case that has been used for tuning moves to the tuning set.
+HOLDOUT_CASES: list[dict] = [
+    infer(  # qk-norm, q wider than hidden, tied 40k head, long-ish prompt
+        "qwen3-tied-gen-dynamic-bf16-sdpa",
+        QWEN3_TIED,
+        precision="bf16",
+        sessions=4,
+        input_tokens=640,
+        output_tokens=24,
+        layout="dynamic",
+        attention="sdpa",
+    ),
+    infer(  # batch 1, long prompt: per-token tensors small next to the weights, prefill-bound
+        "llama-gqa-gen-dynamic-fp32-sdpa-b1-long",
+        LLAMA_GQA,
+        precision="fp32",
+        sessions=1,
+        input_tokens=1792,
+        output_tokens=16,
+        layout="dynamic",
+        attention="sdpa",
+    ),
+    infer(  # sliding window (128) shorter than the prompt, attention + final logit soft-capping
+        "gemma2-tied-gen-dynamic-fp32-eager",
+        GEMMA2,
+        precision="fp32",
+        sessions=4,
+        input_tokens=320,
+        output_tokens=24,
+        layout="dynamic",
+        attention="eager",
+    ),
+    infer(  # fused qkv / gate_up, bf16 eager generation
+        "phi3-gen-dynamic-bf16-eager",
+        PHI3,
+        precision="bf16",
+        sessions=8,
+        input_tokens=256,
+        output_tokens=32,
+        layout="dynamic",
+        attention="eager",
+    ),
+    infer(  # fp32 static cache with SDPA, batch > 1, parallel residual + partial rotary
+        "gptneox-gen-static-fp32-sdpa",
+        GPT_NEOX,
+        precision="fp32",
+        sessions=4,
+        input_tokens=384,
+        output_tokens=24,
+        layout="contiguous",
+        attention="sdpa",
+    ),
+    infer(  # top-4 of 16 experts in generation (bf16)
+        "qwen3moe-gen-dynamic-bf16-sdpa",
+        QWEN3_MOE,
+        precision="bf16",
+        sessions=8,
+        input_tokens=256,
+        output_tokens=24,
+        layout="dynamic",
+        attention="sdpa",
+    ),
+    train(  # bf16 SGD momentum without checkpointing, 64k tied head, sliding layers, seq > window
+        "gemma3-tied-train-sgdm-bf16-sdpa",
+        GEMMA3_TEXT,
+        precision="bf16",
+        micro_batch=2,
+        seq=512,
+        optimizer="sgd_momentum",
+        ckpt="none",
+        attention="sdpa",
+    ),
+    train(  # AdamW with a tied head and eager attention, fused projections
+        "phi3-tied-train-adamw-fp32-eager",
+        PHI3_TIED,
+        precision="fp32",
+        micro_batch=4,
+        seq=192,
+        optimizer="adamw",
+        ckpt="none",
+        attention="eager",
+    ),
+    train(  # many short sequences (16 x 64): micro-batch/sequence ratio unlike the tuning set
+        "gptneox-train-adamw-fp32-sdpa-wide",
+        GPT_NEOX,
+        precision="fp32",
+        micro_batch=16,
+        seq=64,
+        optimizer="adamw",
+        ckpt="none",
+        attention="sdpa",
+    ),
+    train(  # top-4 of 16 experts in training, long single sequence
+        "qwen3moe-train-adamw-fp32-sdpa",
+        QWEN3_MOE,
+        precision="fp32",
+        micro_batch=1,
+        seq=768,
+        optimizer="adamw",
+        ckpt="none",
+        attention="sdpa",
+    ),
+    train(  # soft-capped logits in the loss, bf16, checkpointing
+        "gemma2-tied-train-adamw-bf16-eager-ckpt",
+        GEMMA2,
+        precision="bf16",
+        micro_batch=2,
+        seq=384,
+        optimizer="adamw",
+        ckpt="full",
+        attention="eager",
+    ),
+]
+
+TUNING_CASES: list[dict] = CASES  # the 17 the engine was tuned against
+CASES = TUNING_CASES + HOLDOUT_CASES
+HOLDOUT_IDS: frozenset[str] = frozenset(c["name"] for c in HOLDOUT_CASES)
+
+
+def is_holdout(case_id: str) -> bool:
+    return case_id in HOLDOUT_IDS
+
 
 _BY_ID = {c["name"]: c for c in CASES}
 assert len(_BY_ID) == len(CASES), "case names must be unique"
