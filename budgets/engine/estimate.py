@@ -68,7 +68,9 @@ def _param_tensors(spec: ModelSpec, layers: int) -> int:
     return per_layer * layers + 3
 
 
-def _shape(spec: ModelSpec, stage: parallel.Stage, b: int, s: int, k: int, d: float) -> act.Shape:
+def _shape(
+    spec: ModelSpec, stage: parallel.Stage, b: int, s: int, k: int, d: float, fp16_cuda: bool = False
+) -> act.Shape:
     t = stage.tensor
     return act.Shape(
         b=b,
@@ -81,6 +83,7 @@ def _shape(spec: ModelSpec, stage: parallel.Stage, b: int, s: int, k: int, d: fl
         inter=math.ceil(spec.intermediate_size / t),
         vocab=math.ceil(spec.vocab_size / t),
         d=d,
+        softmax_copy=not fp16_cuda,
     )
 
 
@@ -100,6 +103,7 @@ def _inference_stage(
     device = w.runtime.device
     attention = w.runtime.attention
     d = nbytes(w.precision.compute or "bf16")
+    fp16_cuda = device == "cuda" and (w.precision.compute or "bf16") == "fp16"
     kv_prec = w.precision.kv_cache or "bf16"
     b, s, n = inf.concurrent_sessions, inf.max_input_tokens, inf.max_output_tokens
     layout = inf.kv_cache_layout or "paged"
@@ -115,7 +119,8 @@ def _inference_stage(
     # transformers / generic: prefill all prompts together, then decode one token per step
     longest = s + n
     if layout == "dynamic":
-        kv_prefill = kv.kv_cache_bytes(spec, stage.kv_heads, layers, kv_prec, "contiguous", s, b)
+        # sliding layers still hold the whole prompt's storage after prefill (a view keeps it)
+        kv_prefill = kv.kv_cache_bytes(spec, stage.kv_heads, layers, kv_prec, "contiguous", s, b, window=False)
         kv_final = kv.kv_cache_bytes(spec, stage.kv_heads, layers, kv_prec, "contiguous", longest - 1, b)
         growth = kv.dynamic_growth_transient(spec, stage.kv_heads, kv_prec, longest - 1, b)
         kv_note = (
@@ -151,19 +156,22 @@ def _inference_stage(
     # SDPA prefill runs mask-free with is_causal even over a static cache (the cache is empty,
     # masking_utils._ignore_causal_mask_sdpa), so GQA goes through enable_gqa (use_gqa_in_sdpa)
     prefill_gqa = gqa_sdpa
-    xp = _shape(spec, stage, b, s, attend_prefill, d)
-    mask_k = attend_prefill if attention == "eager" else 0
-    prefill_layer = act.inference_forward_transient(spec, xp, attention, gqa_copies=not prefill_gqa)
-    model_level = act.model_level_inference(spec, xp, attention, mask_k)
+    xp = _shape(spec, stage, b, s, attend_prefill, d, fp16_cuda)
+    _, mask_copy = act.attention_masks(spec, xp, attention, attend_prefill)
+    prefill_layer = act.inference_forward_transient(
+        spec, xp, attention, gqa_copies=not prefill_gqa, mask_copy=mask_copy
+    )
+    model_level = act.model_level_inference(spec, xp, attention, attend_prefill)
     # the new last-position logits exist only at the head, after the layers' transients are freed
     logits = b * xp.vocab * d if stage.holds_head else 0
     prefill_act = model_level + max(prefill_layer, 2 * xp.tokens * xp.h * d + logits)
 
-    xd = _shape(spec, stage, b, 1, attend_decode, d)
-    decode_layer = act.inference_forward_transient(spec, xd, attention, gqa_copies=not decode_gqa)
-    decode_model = act.model_level_inference(
-        spec, xd, attention, attend_decode if attention == "eager" else 0
+    xd = _shape(spec, stage, b, 1, attend_decode, d, fp16_cuda)
+    _, mask_copy_d = act.attention_masks(spec, xd, attention, attend_decode)
+    decode_layer = act.inference_forward_transient(
+        spec, xd, attention, gqa_copies=not decode_gqa, mask_copy=mask_copy_d
     )
+    decode_model = act.model_level_inference(spec, xd, attention, attend_decode)
     generation_ids = 3 * b * longest * 8  # input_ids / attention_mask grown by cat (int64)
     prev_scores = act.previous_step_scores(b, xp.vocab) if stage.holds_head else 0
     # in a layer the dynamic cache's growth copy (kv_cache component) is alive; at the head it is not
@@ -368,37 +376,48 @@ def _training_stage(
 
     # activations
     b, s = t.micro_batch_size, t.sequence_length
-    x = _shape(spec, stage, b, s, s, d)
+    fp16_cuda = device == "cuda" and (prec.compute or "bf16") == "fp16"
+    x = _shape(spec, stage, b, s, s, d, fp16_cuda)
     gqa_sdpa = attention != "eager" and spec.head_dim <= 256
     sp_t = stage.tensor if stage.sequence_parallel else 1
     mode = t.activation_checkpointing
     per_layer = act.training_saved_per_layer(spec, x, attention, not gqa_sdpa, mode, sp_t)
     saved_layers = per_layer * stage.layers * stage.in_flight_microbatches
-    # the embedding output is the model forward's `inputs_embeds` local. An fp32 RMSNorm saves it as
-    # layer 0's norm input (already in `saved_layers`); a bf16/fp16 RMSNorm saves its fp32 upcast and a
-    # LayerNorm model saves the sum with the position embeddings, so there it is a separate tensor that
-    # lives only through the forward. With full checkpointing it is layer 0's checkpoint input.
-    embed_saved_by_norm = spec.norm == "rms" and d >= 4
+    # masks: eager additive masks (two with a sliding mapping), or an SDPA sliding bool mask; every
+    # sliding SDPA layer saves its converted (additive, dtype d) copy of the bool mask for backward
+    mask, sliding_mask_copy = act.attention_masks(spec, x, attention, s)
+    sliding_layers = (
+        round(spec.num_sliding_layers * stage.layers / spec.num_layers) if spec.num_layers else 0
+    )
+    if mode == "none" and sliding_mask_copy:
+        saved_layers += sliding_mask_copy * sliding_layers * stage.in_flight_microbatches
+    # the embedding output is the model forward's `inputs_embeds` local. An fp32 RMSNorm, or the
+    # LayerNorm of a model without learned positions, saves it as layer 0's norm input (already in
+    # `saved_layers`); a bf16/fp16 RMSNorm saves its fp32 upcast and a learned-position LayerNorm model
+    # saves the sum with the position embeddings, so there it is a separate tensor that lives only
+    # through the forward. With full checkpointing it is layer 0's checkpoint input.
+    embed_saved_by_norm = (spec.norm == "rms" and d >= 4) or (spec.norm == "layer" and not spec.learned_positions)
     embed_out = x.tokens * x.h * d if (mode != "full" and not embed_saved_by_norm) else 0
     # training forward: position_ids = cache_position.unsqueeze(0), so cos/sin (or the learned position
     # embeddings) have batch 1 (modeling_llama.LlamaModel.forward); the rope muls save cos and sin,
     # so they stay alive into backward
-    positions = s * spec.hidden_size * d if spec.learned_positions else 2 * s * spec.head_dim * d
+    positions = act.rope_tables_bytes(spec, s, d)
     kept_positions = 0 if spec.learned_positions else positions
-    mask = b * s * s * d if attention == "eager" else 0  # additive causal mask (b, 1, s, s)
     model_level = positions + s * 8 + mask
-    # with full checkpointing the mask and cos/sin are inputs of every checkpointed layer, so
+    # with full checkpointing the masks and cos/sin are inputs of every checkpointed layer, so
     # torch.utils.checkpoint keeps them until that layer's backward
     kept_model_level = kept_positions + (mask if mode == "full" else 0)
     # the batch the training loop holds in every phase: input_ids and labels (int64); labels may be
     # input_ids itself (low), a collator may add an attention_mask (high)
     batch = Range(x.tokens * 8, 2 * x.tokens * 8, 3 * x.tokens * 8)
     recompute = act.training_layer_recompute(spec, x, attention, not gqa_sdpa) if mode == "full" else 0
+    if recompute and sliding_mask_copy:
+        recompute += sliding_mask_copy
     bwd_transient = act.training_backward_transient(spec, x)
     if stage.holds_head:
         final_norm = act._norm_saved(spec, x)
-        loss_fwd = act.loss_peak(x)
-        loss_keep = act.loss_saved(x)
+        loss_fwd = act.loss_peak(x, spec)
+        loss_keep = act.loss_saved(x, spec)
     else:
         final_norm = loss_fwd = loss_keep = 0
     head_grad = (
@@ -414,7 +433,7 @@ def _training_stage(
     )
 
     fwd_act = (
-        saved_layers + embed_out + model_level + final_norm + (act.loss_forward(x) if stage.holds_head else 0)
+        saved_layers + embed_out + model_level + final_norm + (act.loss_forward(x, spec) if stage.holds_head else 0)
     )
     bwd_start_act = (
         saved_layers + kept_model_level + final_norm + max(loss_fwd, loss_keep + recompute + bwd_transient)

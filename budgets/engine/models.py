@@ -79,6 +79,11 @@ class ModelSpec:
     num_sliding_layers: int = 0  # layers that use the sliding window
     max_position_embeddings: int = 0
     lm_head_bias: bool = False
+    # memory-relevant forward details (no effect on parameter counts)
+    rotary_dim: int = 0  # rotated dims per head (partial rotary, gpt_neox/phi3); 0 → head_dim
+    parallel_residual: bool = False  # gpt_neox use_parallel_residual: both LayerNorms read the layer input
+    final_logit_softcapping: bool = False  # gemma2: logits / cap → tanh → · cap before the loss
+    attn_logit_softcapping: bool = False  # gemma2: the same on the eager attention scores
     parameter_breakdown_override: tuple[tuple[str, int], ...] = field(default=(), compare=False)
 
     # --- derived sizes -------------------------------------------------------------------------
@@ -89,6 +94,10 @@ class ModelSpec:
     @property
     def kv_dim(self) -> int:
         return self.num_kv_heads * self.head_dim
+
+    @property
+    def rope_dim(self) -> int:
+        return self.rotary_dim or self.head_dim
 
     @property
     def is_moe(self) -> bool:
@@ -398,6 +407,23 @@ def _with_defaults(cfg: Mapping[str, Any], model_type: str) -> dict[str, Any]:
     return merged
 
 
+def _set_float(raw: Mapping[str, Any], key: str, default: float | None) -> bool:
+    """Whether an optional float setting is on: an explicit null turns the library default off."""
+    value = raw.get(key, default)
+    return bool(value)
+
+
+def _partial_rotary(cfg: Mapping[str, Any], default: float) -> float:
+    """`partial_rotary_factor` as transformers 5 resolves it (rope_parameters, the flat key, gpt_neox rotary_pct)."""
+    rope = cfg.get("rope_parameters")
+    if isinstance(rope, Mapping) and rope.get("partial_rotary_factor") is not None:
+        return float(rope["partial_rotary_factor"])
+    for key in ("partial_rotary_factor", "rotary_pct"):
+        if cfg.get(key) is not None:
+            return float(cfg[key])
+    return default
+
+
 def _sliding(cfg: Mapping[str, Any], model_type: str, layers: int) -> tuple[int, int]:
     """(window, number of sliding-window layers) as transformers resolves them."""
     window = cfg.get("sliding_window") or 0
@@ -517,6 +543,9 @@ def _build(raw: Mapping[str, Any], model_type: str, reported_type: str) -> Model
             o_bias=bias,
             mlp_bias=True,
             max_position_embeddings=_int(cfg, "max_position_embeddings"),
+            # configuration_gpt_neox.py: partial_rotary_factor (rotary_pct) defaults to 0.25
+            rotary_dim=int((h // heads) * _partial_rotary(cfg, 0.25)),
+            parallel_residual=bool(cfg.get("use_parallel_residual", True)),
         )
 
     # llama family: llama, mistral, mixtral, qwen2(_moe), qwen3(_moe), gemma*, phi3
@@ -576,6 +605,13 @@ def _build(raw: Mapping[str, Any], model_type: str, reported_type: str) -> Model
         sliding_window=window,
         num_sliding_layers=sliding_layers,
         max_position_embeddings=int(cfg.get("max_position_embeddings") or 0),
+        rotary_dim=int(head_dim * _partial_rotary(cfg, 1.0)) if model_type == "phi3" else 0,
+        # only the gemma2/gemma3 forwards soft-cap (modeling_gemma2.py Gemma2ForCausalLM.forward,
+        # eager_attention_forward); configuration_gemma2.py defaults: final 30.0, attention 50.0
+        final_logit_softcapping=model_type in ("gemma2", "gemma3_text")
+        and _set_float(raw, "final_logit_softcapping", 30.0 if model_type == "gemma2" else None),
+        attn_logit_softcapping=model_type in ("gemma2", "gemma3_text")
+        and _set_float(raw, "attn_logit_softcapping", 50.0 if model_type == "gemma2" else None),
     )
 
 

@@ -31,10 +31,33 @@ class Shape:
     inter: int  # MLP width on this device (dense)
     vocab: int  # vocabulary on this device
     d: float  # compute dtype bytes
+    # softmax(x, dtype=float32) of a half-precision x first makes an fp32 copy of x: at::softmax
+    # (aten/src/ATen/native/SoftMax.cpp) takes the copy-free half_to_float path only for fp16 on CUDA
+    softmax_copy: bool = True
 
     @property
     def tokens(self) -> int:
         return self.b * self.s
+
+
+# decoder layers that keep a tensor past the point a Llama-style layer frees it
+ATTN_OUTPUT_KEPT = ("gpt2",)  # GPT2Block binds `attn_output` to a local that lives through the MLP
+MLP_INPUT_FREED = ("opt",)  # OPTDecoderLayer runs fc1 inline and rebinds: the normed input dies at fc1
+# one fused q/k/v projection whose whole output stays alive through the attention: Phi3Attention and
+# GPTNeoXAttention bind it to the local `qkv` and slice q/k/v out of it as views; GPT2Attention keeps
+# it through the q view of c_attn(...).split
+FUSED_QKV = ("phi3", "gpt_neox", "gpt2")
+# apply_rotary_pos_emb ends in torch.cat([rotated, pass-through]) (modeling_phi3.py, modeling_gpt_neox.py,
+# partial rotary): the roped q/k are contiguous [b, H, s, hd] instead of the projection's [b, s, H, hd]
+ROPE_BY_CAT = ("phi3", "gpt_neox")
+# Gemma RMSNorm (modeling_gemma2.py Gemma2RMSNorm, Gemma3RMSNorm): normalize x.float(), multiply by
+# (1 + w) in fp32, then type_as(x); Llama casts back before the weight (LlamaRMSNorm)
+GEMMA_NORM = ("gemma", "gemma2", "gemma3_text", "gemma3")
+# one (cos, sin) pair per layer type: Gemma3TextModel.forward builds `position_embeddings[layer_type]`
+ROPE_PER_LAYER_TYPE = ("gemma3_text", "gemma3")
+# a single mask function that already carries the window (MistralModel.forward, Phi3Model.forward);
+# the others build a full causal mask and, with sliding layers, a sliding one (causal_mask_mapping)
+ONE_MASK_WITH_WINDOW = ("mistral", "mixtral", "phi3")
 
 
 def _norm_forward_transient(spec: ModelSpec, x: Shape) -> float:
@@ -42,21 +65,48 @@ def _norm_forward_transient(spec: ModelSpec, x: Shape) -> float:
     t = x.tokens * x.h
     if spec.norm == "layer":
         return t * x.d
-    if x.d < 4:
+    if x.d < 4 and spec.model_type not in GEMMA_NORM:
         return t * (4 + 4 + x.d)  # fp32 copy + (pow | product) + cast back
+    # fp32, or Gemma: two fp32 tensors at a time (copy + pow | copy + product | product + ·(1 + w))
     return t * (4 + 4)
 
 
-# decoder layers that keep a tensor past the point a Llama-style layer frees it
-ATTN_OUTPUT_KEPT = ("gpt2",)  # GPT2Block binds `attn_output` to a local that lives through the MLP
-MLP_INPUT_FREED = ("opt",)  # OPTDecoderLayer runs fc1 inline and rebinds: the normed input dies at fc1
+def rope_tables_bytes(spec: ModelSpec, rows: int, d: float) -> float:
+    """cos and sin (rows × rotated dims each), or the learned position embeddings (rows × h)."""
+    if spec.learned_positions:
+        return rows * spec.hidden_size * d
+    pairs = 2 if (spec.model_type in ROPE_PER_LAYER_TYPE and 0 < spec.num_sliding_layers < spec.num_layers) else 1
+    return pairs * 2 * rows * spec.rope_dim * d
+
+
+def attention_masks(spec: ModelSpec, x: Shape, attention: str, full_positions: int) -> tuple[float, float]:
+    """(masks alive for the whole forward, the per-call converted mask of a sliding SDPA layer).
+
+    Eager: additive float masks (b, 1, s, k), the full causal one and, for models that build a
+    mapping and have sliding layers, the sliding one. SDPA: the full causal mask is skipped (is_causal)
+    but a sliding mask is materialised (bool) once kv_length ≥ window (masking_utils
+    `_ignore_causal_mask_sdpa`), and torch's SDPA converts a bool mask into an additive one in the
+    query dtype on every call (aten attention.cpp `convert_boolean_attn_mask`)."""
+    window = spec.sliding_window if spec.num_sliding_layers else 0
+    # in decode the sliding layers attend to window positions (DynamicSlidingWindowLayer.get_mask_sizes)
+    k_sliding = x.k if (x.s > 1 or not window) else min(x.k, window)
+    two = bool(window) and spec.model_type not in ONE_MASK_WITH_WINDOW
+    if attention == "eager":
+        if two:
+            return x.b * x.s * (full_positions + k_sliding) * x.d, 0
+        return x.b * x.s * full_positions * x.d, 0
+    if window and k_sliding >= window:
+        return x.b * x.s * k_sliding * 1, x.b * x.s * k_sliding * x.d
+    return 0, 0
 
 
 def _moe_forward_transient(spec: ModelSpec, x: Shape) -> float:
     """transformers 5 runs routed experts batched (`experts_implementation` defaults to "grouped_mm",
     modeling_utils.get_correct_experts_implementation, on every device; its fallback allocates the same
     outputs): integrations/moe.py grouped_mm_experts_forward materialises all S = tokens × k routed rows
-    at once. Peak at `act(gate) * up`: gathered input (S·h), gate_up (S·2I), act(gate) (S·I), product (S·I)."""
+    at once. Two high points: `act(gate) * up` (gathered input S·h, gate_up S·2I, act(gate) S·I,
+    product S·I) and `weighted_out[inv_perm]` (gathered input, kept to the end, down output, weighted
+    output, its un-permuted copy: 4·S·h), the larger when I < 3h/4."""
     tok = x.tokens
     k = spec.experts_per_token
     e_int = spec.expert_intermediate_size
@@ -64,7 +114,7 @@ def _moe_forward_transient(spec: ModelSpec, x: Shape) -> float:
     # router logits (kept by `_, w, idx = self.gate(...)`), top-k weights fp32 + indices int64; in the
     # experts: sorted ids and perm (int64), sample weights and the histc input (fp32)
     routing = tok * spec.num_experts * x.d + tok * k * (4 + 8) + rows * (8 + 8 + 4 + 4)
-    grouped = rows * (x.h + 4 * e_int) * x.d
+    grouped = rows * max(x.h + 4 * e_int, 4 * x.h) * x.d
     if not spec.shared_expert_intermediate_size:
         return routing + grouped
     # Qwen2MoeSparseMoeBlock: the shared expert runs first; its output (tok·h) is held during the experts
@@ -87,33 +137,46 @@ def attention_scores_bytes(x: Shape, dtype_bytes: float) -> float:
     return x.b * x.heads * x.s * x.k * dtype_bytes
 
 
-def _attention_forward_transient(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool) -> float:
+def _attention_forward_transient(
+    spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, mask_copy: float = 0
+) -> float:
     """Transient of one attention block with a KV cache (excluding the cache it reads).
 
     The k/v projections live only until the cache update: DynamicLayer.update concatenates them into
     new cache tensors and StaticLayer.update copies them in, and the attention locals are rebound to
-    the cache tensors (cache_utils), so from then on only the roped q is alive besides the cache."""
+    the cache tensors (cache_utils), so from then on only the roped q is alive besides the cache, and
+    with a fused projection (FUSED_QKV) its whole output. `mask_copy`: the converted sliding mask
+    alive during an SDPA call."""
     tok = x.tokens
     qkv = tok * (x.q + 2 * x.kv) * x.d
     rope = 2 * tok * x.q * x.d  # q·cos, rotate_half(q)·sin before the sum
     q = tok * x.q * x.d  # roped q, held by the attention forward until it returns
+    fused = spec.model_type in FUSED_QKV
+    held = (qkv if fused else 0) + (q if (spec.learned_positions == 0 or not fused) else 0)
     out = tok * x.q * x.d
-    o_proj = q + out + tok * x.h * x.d  # o_proj output while q and its input are alive
+    o_proj = held + out + tok * x.h * x.d  # o_proj output while q and its input are alive
     rep = 2 * x.b * x.heads * x.k * spec.head_dim * x.d if (gqa_copies and x.kv < x.q) else 0
     if attention == "eager":
-        # eager_attention_forward: QK^T then ·scale (both alive), + mask, fp32 softmax, cast back;
-        # the output is not allocated yet at the scores peak
-        score_peak = attention_scores_bytes(x, (2 * x.d + 4) if x.d < 4 else 8)
+        # eager_attention_forward: QK^T then ·scale (both alive; soft-capping's /cap, tanh, ·cap and
+        # + mask also two at a time), then softmax(dtype=float32) over the masked scores: its fp32
+        # copy of a half input (softmax_copy) and the fp32 output; the output is not allocated yet
+        upcast = 4 if (x.d < 4 and x.softmax_copy) else 0
+        score_peak = attention_scores_bytes(x, max(2 * x.d, x.d + 4 + upcast))
         probs = attention_scores_bytes(x, x.d)
         pv = probs + 2 * out  # P·V output + its transpose(1, 2).contiguous() copy
-        return max(qkv + rope, q + rep + max(score_peak, pv), o_proj + probs)
-    # SDPA (CPU flash kernel, CUDA flash/efficient) writes its output as [b, s, H, hd]: the
-    # transpose(1, 2).reshape in the attention forward is a view (aten/.../native/transformers/attention.cpp)
+        return max(qkv + rope, held + rep + max(score_peak, pv), o_proj + probs)
+    # SDPA (CPU flash kernel, CUDA flash/efficient) writes its output in q's memory layout: for a
+    # Llama-style roped q ([b, s, H, hd] underneath) the transpose(1, 2).contiguous() in
+    # sdpa_attention_forward is free; for a q roped by torch.cat (ROPE_BY_CAT) it is a real copy
     lse = x.b * x.heads * x.s * 4
-    return max(qkv + rope, q + rep + out + lse, o_proj)
+    copy = out if spec.model_type in ROPE_BY_CAT else 0
+    core = held + rep + out + lse + max(mask_copy, copy)
+    return max(qkv + rope, core, o_proj)
 
 
-def inference_forward_transient(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool) -> float:
+def inference_forward_transient(
+    spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, mask_copy: float = 0
+) -> float:
     """Peak bytes alive inside one decoder layer's forward, beyond weights, the KV cache and the
     model-level tensors. Alive throughout: the embedding output (the model forward's `inputs_embeds`),
     the layer input (held by the decoder loop; it is also the attention's residual) and the normed
@@ -130,22 +193,19 @@ def inference_forward_transient(spec: ModelSpec, x: Shape, attention: str, gqa_c
         mlp_hidden += hidden
     return max(
         3 * hidden + _norm_forward_transient(spec, x),
-        3 * hidden + _attention_forward_transient(spec, x, attention, gqa_copies),
+        3 * hidden + _attention_forward_transient(spec, x, attention, gqa_copies, mask_copy),
         mlp_hidden + _mlp_forward_transient(spec, x) + kept_probs,
     )
 
 
 def model_level_inference(spec: ModelSpec, x: Shape, attention: str, mask_positions: int) -> float:
-    """Tensors alive for the whole forward: position embeddings (cos, sin), the attention mask and
+    """Tensors alive for the whole forward: position embeddings (cos, sin), the attention masks and
     the token ids."""
     tok = x.tokens
-    rope = 2 * tok * spec.head_dim * x.d if spec.learned_positions == 0 else tok * x.h * x.d
-    if attention == "eager":
-        mask = x.b * x.s * mask_positions * x.d  # additive float mask (b, 1, s, k)
-    else:
-        mask = 0
+    rope = rope_tables_bytes(spec, tok, x.d)
+    masks, _ = attention_masks(spec, x, attention, mask_positions)
     ids = tok * 8 * 2  # input_ids, position ids (int64)
-    return rope + mask + ids
+    return rope + masks + ids
 
 
 def previous_step_scores(b: int, vocab: int) -> float:
@@ -174,32 +234,68 @@ def logits_sample(b: int, vocab: int, d: float, processors: int = EOS_SUPPRESSIN
 # --- training ----------------------------------------------------------------------------------
 
 
-def _norm_saved(spec: ModelSpec, x: Shape) -> float:
+def _rms_saved_per_element(spec: ModelSpec, d: float, output_saved: bool) -> float:
+    """Bytes an RMSNorm keeps for backward per element: the fp32 input (x.to(float32); x itself in
+    fp32) and what the weight multiply saves: LlamaRMSNorm the normalized tensor cast back (d; in fp32
+    the normalized tensor), Gemma's ·(1 + w) the fp32 normalized tensor. The output (d) only when its
+    consumer saves it (a projection does; a residual add or the rotary multiply by cos/sin does not)."""
+    if spec.model_type in GEMMA_NORM:
+        per = 4.0 + 4
+    else:
+        per = 4 + (4 if d >= 4 else d)
+    return per + (d if output_saved else 0)
+
+
+def _norm_saved(spec: ModelSpec, x: Shape, output_saved: bool = True) -> float:
     t = x.tokens * x.h
     if spec.norm == "layer":
-        return 2 * t * x.d + 2 * x.tokens * 4  # input, output; fp32 mean and rstd
-    if x.d < 4:
-        return t * (4 + 2 * x.d)  # fp32 upcast, normalized cast back, weight × normalized
-    return 3 * t * 4  # input, normalized, weight × normalized
+        # input, output; fp32 mean and rstd
+        return (2 if output_saved else 1) * t * x.d + 2 * x.tokens * 4
+    return t * _rms_saved_per_element(spec, x.d, output_saved)
+
+
+def _layer_norms_saved(spec: ModelSpec, x: Shape) -> float:
+    if spec.norms_per_layer == 4:
+        # Gemma 2/3 sandwich: the pre-norms feed projections, the post-norms a residual add
+        saved = 2 * _norm_saved(spec, x) + 2 * _norm_saved(spec, x, output_saved=False)
+    else:
+        saved = spec.norms_per_layer * _norm_saved(spec, x)
+    if spec.parallel_residual:
+        # GPTNeoXLayer: input_layernorm and post_attention_layernorm read the same layer input
+        saved -= x.tokens * x.h * x.d
+    return saved
 
 
 def _attention_saved(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool) -> float:
     tok = x.tokens
     qk_norm = 0.0
     if spec.qk_norm:
-        per = (4 + 2 * x.d) if x.d < 4 else 12
-        qk_norm = tok * (x.q + x.kv) * per
+        # q_norm/k_norm outputs feed the rotary multiply, which saves cos/sin, not them
+        qk_norm = tok * (x.q + x.kv) * _rms_saved_per_element(spec, x.d, output_saved=False)
     if attention == "eager":
+        # matmul(P, v) reshapes v for bmm: a copy (also of a fused projection's strided slice), saved
         kv_width = x.q if x.kv < x.q else x.kv  # repeat_kv copies for GQA
-        # fp32 softmax output (+ its cast back when the compute dtype is not fp32)
+        # fp32 softmax output (+ its cast back when the compute dtype is not fp32); soft-capping's
+        # tanh saves its output (modeling_gemma2.py eager_attention_forward)
         scores = attention_scores_bytes(x, 4 + x.d if x.d < 4 else 4)
+        if spec.attn_logit_softcapping:
+            scores += attention_scores_bytes(x, x.d)
         return tok * (2 * x.q + 2 * kv_width) * x.d + scores + qk_norm
-    kv_width = x.q if (gqa_copies and x.kv < x.q) else x.kv
+    repeated = gqa_copies and x.kv < x.q
+    kv_width = x.q if repeated else x.kv
     lse = x.b * x.heads * x.s * 4
-    # q (roped), k (roped), v, attention output, log-sum-exp. SDPA (CPU flash kernel, CUDA
-    # flash/efficient) lays its output out as [b, s, H, hd], so the attention forward's
-    # transpose(1, 2).reshape is a view and o_proj saves the SDPA output itself (no copy)
-    return tok * (2 * x.q + 2 * kv_width) * x.d + lse + qk_norm
+    out = tok * x.q * x.d
+    if spec.model_type in FUSED_QKV and not repeated:
+        # SDPA saves `value` as given: a slice of the fused projection output keeps all of it alive;
+        # q and k are separate tensors when roped
+        proj = tok * (x.q + 2 * x.kv) * x.d + (tok * (x.q + x.kv) * x.d if spec.learned_positions == 0 else 0)
+    else:
+        proj = tok * (x.q + 2 * kv_width) * x.d  # q (roped), k (roped), v
+    # the attention output is saved by SDPA; o_proj saves its input, the same tensor when the
+    # transpose(1, 2).contiguous() after SDPA is a view, a copy for a q roped by cat (ROPE_BY_CAT)
+    if spec.model_type in ROPE_BY_CAT:
+        out *= 2
+    return proj + out + lse + qk_norm
 
 
 def _mlp_saved(spec: ModelSpec, x: Shape) -> float:
@@ -231,7 +327,7 @@ def training_saved_per_layer(
     hidden = x.tokens * x.h * x.d
     if mode == "full":
         return hidden / sp_t
-    norms = spec.norms_per_layer * _norm_saved(spec, x) / sp_t
+    norms = _layer_norms_saved(spec, x) / sp_t
     attn = _attention_saved(spec, x, attention, gqa_copies)
     if mode == "selective":
         attn = x.tokens * (x.q + 2 * x.kv) * x.d  # projections only; scores/outputs recomputed
@@ -251,23 +347,32 @@ def training_backward_transient(spec: ModelSpec, x: Shape) -> float:
     return mats * tok * width * x.d + 2 * tok * x.h * x.d
 
 
-def loss_peak(x: Shape) -> float:
+def _softcap_saved(spec: ModelSpec, x: Shape) -> float:
+    """Gemma-2 final_logit_softcapping (logits / cap → tanh → · cap, Gemma2ForCausalLM.forward): tanh
+    saves its output, one more tokens × V tensor (d) from the head into backward."""
+    return x.tokens * x.vocab * x.d if spec.final_logit_softcapping else 0
+
+
+def loss_peak(x: Shape, spec: ModelSpec | None = None) -> float:
     """Logits and cross-entropy (HF ForCausalLMLoss: logits.float(), log_softmax, nll).
 
     Forward: logits (d) + fp32 upcast + log_softmax output. Backward start: log_softmax output, the
-    nll gradient and the log_softmax gradient, all fp32 → the larger of the two."""
+    nll gradient and the log_softmax gradient, all fp32 → the larger of the two. With soft-capping,
+    its saved tanh output on top of both."""
     tv = x.tokens * x.vocab
+    cap = _softcap_saved(spec, x) if spec else 0
     fwd = tv * (x.d + 4 + 4) if x.d < 4 else tv * 8
     bwd = tv * 12
-    return max(fwd, bwd)
+    return max(fwd, bwd) + cap
 
 
-def loss_forward(x: Shape) -> float:
-    """Loss forward only: logits (d) + fp32 upcast (when d < 4) + log_softmax output."""
+def loss_forward(x: Shape, spec: ModelSpec | None = None) -> float:
+    """Loss forward only: logits (d) + fp32 upcast (when d < 4) + log_softmax output (+ soft-cap tanh)."""
     tv = x.tokens * x.vocab
-    return tv * (x.d + 4 + 4) if x.d < 4 else tv * 8
+    cap = _softcap_saved(spec, x) if spec else 0
+    return (tv * (x.d + 4 + 4) if x.d < 4 else tv * 8) + cap
 
 
-def loss_saved(x: Shape) -> float:
-    """What stays between the loss forward and backward: the fp32 log_softmax output."""
-    return x.tokens * x.vocab * 4
+def loss_saved(x: Shape, spec: ModelSpec | None = None) -> float:
+    """What stays between the loss forward and backward: the fp32 log_softmax output (+ soft-cap tanh)."""
+    return x.tokens * x.vocab * 4 + (_softcap_saved(spec, x) if spec else 0)
