@@ -126,6 +126,12 @@ def _inference_stage(
         kv_note = (
             f"dynamic cache grown by torch.cat to {longest - 1} positions × {b} sequences"
             " + one layer's K copy while growing"
+            + (
+                f"; sliding layers keep {spec.sliding_window} positions, but the whole prompt's storage"
+                " until the first decode step"
+                if spec.sliding_window and spec.num_sliding_layers and s > spec.sliding_window
+                else ""
+            )
         )
         attend_prefill, attend_decode = s, longest - 1
         decode_gqa = gqa_sdpa
@@ -783,6 +789,16 @@ def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, 
             " + CUDA context + library workspaces"
         )
     out.append(f"attention implementation: {w.runtime.attention}")
+    if w.runtime.attention == "eager" and (w.precision.compute or "bf16") in ("bf16", "fp16"):
+        copy = w.runtime.device != "cuda" or w.precision.compute != "fp16"
+        out.append(
+            "eager attention: softmax(dtype=float32) over half-precision scores"
+            + (
+                " makes an fp32 copy of them first (10 B per score element at that instant)"
+                if copy
+                else " reads fp16 directly on CUDA (half_to_float, no copy)"
+            )
+        )
     if w.task == "training" and w.training is not None:
         p = w.precision
         conv = (
