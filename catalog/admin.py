@@ -7,6 +7,7 @@ Every changelist selects its relations up front, so its query count stays consta
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db import models
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
@@ -113,6 +114,7 @@ class AcceleratorAdmin(admin.ModelAdmin):
     search_fields = ["name", "slug", "architecture__name", "architecture__family", "form_factor"]
     list_select_related = ["architecture__vendor"]
     readonly_fields = ["memory", "usable_memory"]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     fieldsets = [
         (None, {"fields": ["name", "slug", "architecture", "form_factor", "release_year"]}),
         (

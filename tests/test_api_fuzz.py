@@ -17,9 +17,8 @@ Bounded for a 2-core machine (about a minute): 20 generated requests per operati
 and invalid data), plus schemathesis' deterministic coverage phase (boundary values, missing and
 invalid fields, unexpected methods) on the operations in STAFF_COVERAGE and USER_COVERAGE.
 
-KNOWN_* below tolerate reported bugs, each matched narrowly and each tracked by a strict xfail test at
-the end of this file: when a bug is fixed its test XPASSes, which fails, so the matching entry and
-the xfail marker are removed together and the fuzz test enforces the fix from then on.
+The tests at the end pin the bugs this fuzzing found (a 500 on deleting a referenced catalog row, NUL
+bytes reaching PostgreSQL, three schema mismatches), now fixed.
 """
 
 from __future__ import annotations
@@ -27,9 +26,7 @@ from __future__ import annotations
 import json
 import sys
 import traceback
-from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 import jsonschema_rs
 import pytest
@@ -38,14 +35,11 @@ from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.management import call_command
 from django.core.signals import got_request_exception, request_finished, request_started
-from django.db import DataError, close_old_connections, connection, transaction
-from django.db.models import ProtectedError
-from django.urls import Resolver404, resolve
+from django.db import close_old_connections, connection, transaction
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
 from hypothesis import strategies as st
 from rest_framework.authtoken.models import Token
-from schemathesis.openapi.checks import JsonSchemaError, UndefinedContentType
 from werkzeug.test import Client
 
 from budgets import services
@@ -112,67 +106,6 @@ RAW_SCHEMA = _raw_schema()
 KNOWN_IDS: dict[str, tuple[str, list]] = {}
 
 
-# --- Reported bugs, tolerated narrowly until fixed (each has a strict xfail test at the end) ---------
-
-
-def _is_field_errors(body: object) -> bool:
-    """The 400 body the API really sends: {"field": ["message", ...]}, nested for nested fields."""
-    if isinstance(body, list):
-        return bool(body) and all(isinstance(item, str) or _is_field_errors(item) for item in body)
-    if isinstance(body, dict):
-        return bool(body) and all(isinstance(key, str) and _is_field_errors(v) for key, v in body.items())
-    return False
-
-
-def _known_400_schema(failure, response) -> bool:  # type: ignore[no-untyped-def]
-    """FieldErrors (vramplan/openapi.py) requires a property literally named "field_name", and a
-    ParseError 400 is {"detail": "..."}; the real body is checked against the intended shape instead."""
-    if not (isinstance(failure, JsonSchemaError) and response.status_code == 400):
-        return False
-    body = response.json()
-    detail = isinstance(body, dict) and set(body) == {"detail"} and isinstance(body["detail"], str)
-    return detail or _is_field_errors(body)
-
-
-def _known_calibration_null(failure, response) -> bool:  # type: ignore[no-untyped-def]
-    """Budget.calibration is rendered as oneOf [{}, {"type": "null"}]: null matches both, so fails."""
-    return (
-        isinstance(failure, JsonSchemaError)
-        and failure.instance is None
-        and list(failure.schema_path)[-2:] == ["calibration", "oneOf"]
-    )
-
-
-def _known_html_404(failure, response) -> bool:  # type: ignore[no-untyped-def]
-    """A path value the router's regex rejects (a "." in a slug, a non-integer workload id) never
-    reaches DRF: Django answers its HTML 404, while the schema documents application/json."""
-    if not (isinstance(failure, UndefinedContentType) and response.status_code == 404):
-        return False
-    try:
-        resolve(unquote(urlsplit(response.request.url).path))
-    except Resolver404:
-        return True
-    return False
-
-
-KNOWN_SCHEMA_BUGS: list[Callable] = [_known_400_schema, _known_calibration_null, _known_html_404]
-
-
-def _known_protected_delete(method: str, exc: BaseException) -> bool:
-    """DELETE of a catalog row that others reference through on_delete=PROTECT: ProtectedError."""
-    return method == "DELETE" and isinstance(exc, ProtectedError)
-
-
-def _known_nul_on_postgres(method: str, exc: BaseException) -> bool:
-    """A \\x00 in a path lookup, a slug-related field or a stored workload string reaches PostgreSQL,
-    which refuses NUL in text and jsonb: DataError (SQLite stores it)."""
-    return isinstance(exc, DataError) and any(text in str(exc) for text in NUL_MESSAGES)
-
-
-NUL_MESSAGES = ("cannot contain NUL (0x00) bytes", "unsupported Unicode escape sequence")
-KNOWN_SERVER_ERRORS: list[Callable] = [_known_protected_delete, _known_nul_on_postgres]
-
-
 # --- The two runs --------------------------------------------------------------------------------------
 
 
@@ -188,10 +121,6 @@ def _schema(coverage: list[str]):  # type: ignore[no-untyped-def]
         name, values = known
         real = st.sampled_from(values).map(lambda value: {**path_parameters, name: value})
         return st.one_of(st.just(path_parameters), real)
-
-    @schema.hook
-    def filter_failure(context, failure, case, response):  # type: ignore[no-untyped-def]
-        return not any(known(failure, response) for known in KNOWN_SCHEMA_BUGS)
 
     return schema
 
@@ -277,8 +206,6 @@ def _call_and_validate(case, world: World, role: str) -> None:  # type: ignore[n
             response = case.call(headers=headers)
             if world.exceptions:
                 exc_type, exc, tb = world.exceptions[0]
-                if any(known(case.method.upper(), exc) for known in KNOWN_SERVER_ERRORS):
-                    return
                 raise AssertionError(
                     f"{response.status_code} from {case.as_curl_command(headers=headers)}\n"
                     + "".join(traceback.format_exception(exc_type, exc, tb))
@@ -317,20 +244,16 @@ def _raised(world: World) -> str:
     return "; ".join(f"{kind.__name__}: {exc}" for kind, exc, _ in world.exceptions) or "no exception"
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError, reason="DELETE of a referenced catalog row: ProtectedError, a 500 (reported)"
-)
 @pytest.mark.parametrize("collection", ["architectures", "accelerators", "configurations"])
-def test_known_bug_delete_of_referenced_catalog_row_is_a_500(world, collection) -> None:  # type: ignore[no-untyped-def]
+def test_delete_of_referenced_catalog_row_is_a_409_naming_them(world, collection) -> None:  # type: ignore[no-untyped-def]
     response = _request(world, "staff", "DELETE", f"/api/v1/{collection}/{world.referenced[collection]}/")
-    assert response.status_code < 500, _raised(world)
+    assert response.status_code == 409, _raised(world)
+    assert "Still referenced by" in response.json["detail"]
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError, reason="FieldErrors requires a property named 'field_name' (reported)"
-)
-def test_known_schema_bug_400_body(world) -> None:  # type: ignore[no-untyped-def]
-    document = {**RAW_SCHEMA["components"]["schemas"]["FieldErrors"], "components": RAW_SCHEMA["components"]}
+def test_400_bodies_match_the_documented_schema(world) -> None:  # type: ignore[no-untyped-def]
+    documented = RAW_SCHEMA["paths"]["/api/v1/accelerators/"]["get"]["responses"]["400"]
+    document = {**documented["content"]["application/json"]["schema"], "components": RAW_SCHEMA["components"]}
     validator = jsonschema_rs.validator_for(document)
     field_errors = _request(world, "user", "GET", "/api/v1/accelerators/", query_string={"vendor": "nope"})
     parse_error = _request(world, "user", "POST", "/api/v1/estimate", json=[])
@@ -339,10 +262,7 @@ def test_known_schema_bug_400_body(world) -> None:  # type: ignore[no-untyped-de
     assert validator.is_valid(parse_error.json), parse_error.json
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError, reason="Budget.calibration is oneOf [{}, null], which rejects null (reported)"
-)
-def test_known_schema_bug_budget_calibration_null(world) -> None:  # type: ignore[no-untyped-def]
+def test_budget_calibration_null_matches_the_schema(world) -> None:  # type: ignore[no-untyped-def]
     response = _request(world, "user", "GET", f"/api/v1/workloads/{world.own_workload}/budget/")
     assert response.status_code == 200
     assert response.json["calibration"] is None
@@ -350,22 +270,13 @@ def test_known_schema_bug_budget_calibration_null(world) -> None:  # type: ignor
     assert jsonschema_rs.validator_for(calibration).is_valid(None)
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError, reason="unroutable path values get Django's HTML 404, not JSON (reported)"
-)
 @pytest.mark.parametrize("path", ["/api/v1/accelerators/a100./", "/api/v1/workloads/0.5/"])
-def test_known_schema_bug_html_404(world, path) -> None:  # type: ignore[no-untyped-def]
+def test_unroutable_api_paths_are_json_404s(world, path) -> None:  # type: ignore[no-untyped-def]
     response = _request(world, "user", "GET", path)
     assert response.status_code == 404
     assert response.mimetype == "application/json", response.content_type
 
 
-@pytest.mark.xfail(
-    ON_POSTGRES,
-    strict=True,
-    raises=AssertionError,
-    reason="PostgreSQL: a NUL byte reaches the database, a 500 (reported)",
-)
 @pytest.mark.parametrize(
     "method,path,body",
     [
@@ -379,6 +290,7 @@ def test_known_schema_bug_html_404(world, path) -> None:  # type: ignore[no-unty
         ),
     ],
 )
-def test_known_bug_nul_byte_is_a_500_on_postgres(world, method, path, body) -> None:  # type: ignore[no-untyped-def]
+def test_nul_bytes_are_a_400_not_a_database_error(world, method, path, body) -> None:  # type: ignore[no-untyped-def]
     response = _request(world, "staff", method, path, json=body)
-    assert response.status_code < 500, _raised(world)
+    assert response.status_code == 400, _raised(world)
+    assert "NUL" in response.json["detail"]

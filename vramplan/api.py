@@ -1,9 +1,20 @@
-"""API-wide pieces: the exception handler that keeps every error a clear 4xx with field names."""
+"""API-wide error handling that keeps every failure a clear 4xx.
+
+- pydantic validation errors become 400s keyed by dotted field path (``inference.concurrent_sessions``);
+- deleting a catalog row that others still reference is a 409 naming them (``on_delete=PROTECT``);
+- an unknown ``/api/`` URL is a JSON 404, like every other API answer.
+
+NUL characters are refused before they reach a view: ``vramplan.parsers`` (bodies) and
+``vramplan.middleware`` (URLs).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import ProtectedError, RestrictedError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.defaults import page_not_found
 from pydantic import ValidationError as PydanticValidationError
 from rest_framework import status
 from rest_framework.response import Response
@@ -19,7 +30,23 @@ def pydantic_errors(exc: PydanticValidationError) -> dict[str, list[str]]:
     return errors
 
 
+def _protected_detail(exc: ProtectedError | RestrictedError) -> dict[str, Any]:
+    blockers = list(exc.protected_objects if isinstance(exc, ProtectedError) else exc.restricted_objects)
+    shown = ", ".join(f"{type(obj)._meta.verbose_name} {obj}" for obj in blockers[:10])
+    more = f" and {len(blockers) - 10} more" if len(blockers) > 10 else ""
+    return {"detail": f"Still referenced by {len(blockers)} object(s): {shown}{more}. Remove or reassign those first."}
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, PydanticValidationError):
         return Response(pydantic_errors(exc), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, ProtectedError | RestrictedError):
+        return Response(_protected_detail(exc), status=status.HTTP_409_CONFLICT)
     return drf_exception_handler(exc, context)
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """JSON 404s under /api/, Django's page elsewhere (the admin)."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found."}, status=404)
+    return page_not_found(request, exception)  # type: ignore[arg-type]

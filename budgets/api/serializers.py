@@ -53,7 +53,7 @@ class BudgetSerializer(serializers.Serializer):
     per_device = PerDeviceSerializer()
     host = HostSerializer()
     assumptions = serializers.ListField(child=serializers.CharField())
-    calibration = serializers.JSONField(allow_null=True)
+    calibration = serializers.JSONField(help_text="Calibration applied to the estimate, or null (none yet).")
 
 
 class WorkloadSerializer(serializers.ModelSerializer):

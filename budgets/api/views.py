@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from vramplan.openapi import BAD_REQUEST, NOT_FOUND, UNAUTHORIZED
+from vramplan.openapi import BAD_REQUEST, NOT_FOUND, THROTTLED, UNAUTHORIZED
 
 from .. import services
 from ..engine import Workload as WorkloadSpec
@@ -37,7 +37,7 @@ class EstimateView(APIView):
         operation_id="estimate",
         tags=["budgets"],
         request=WORKLOAD_BODY,
-        responses={200: BudgetSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED},
+        responses={200: BudgetSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED, 429: THROTTLED},
         description="Budget a workload without storing it: per-device memory by component, at the peak.",
     )
     def post(self, request: Request) -> Response:
@@ -66,27 +66,32 @@ class WorkloadViewSet(
 
     @extend_schema(
         request=WORKLOAD_BODY,
-        responses={201: WorkloadSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED},
+        responses={201: WorkloadSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED, 429: THROTTLED},
     )
     def create(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
         workload = services.workload_create(owner=request.user, data=_body(request))
         return Response(self.get_serializer(workload).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses={200: WorkloadSerializer(many=True), 400: BAD_REQUEST, 401: UNAUTHORIZED})
+    @extend_schema(responses={200: WorkloadSerializer(many=True), 400: BAD_REQUEST, 401: UNAUTHORIZED, 429: THROTTLED})
     def list(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
         return super().list(request, *args, **kwargs)
 
-    @extend_schema(responses={200: WorkloadSerializer, 401: UNAUTHORIZED, 404: NOT_FOUND})
+    @extend_schema(responses={200: WorkloadSerializer, 401: UNAUTHORIZED, 429: THROTTLED, 404: NOT_FOUND})
     def retrieve(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
         return super().retrieve(request, *args, **kwargs)
 
-    @extend_schema(responses={204: None, 401: UNAUTHORIZED, 404: NOT_FOUND})
+    @extend_schema(responses={204: None, 401: UNAUTHORIZED, 429: THROTTLED, 404: NOT_FOUND})
     def destroy(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
         return super().destroy(request, *args, **kwargs)
 
     @extend_schema(
         operation_id="workloads_budget",
-        responses={200: BudgetSerializer, 401: UNAUTHORIZED, 404: OpenApiResponse(description="Not yours, or none.")},
+        responses={
+            200: BudgetSerializer,
+            401: UNAUTHORIZED,
+            429: THROTTLED,
+            404: OpenApiResponse(description="Not yours, or none."),
+        },
     )
     @action(detail=True, methods=["get"])
     def budget(self, request: Request, pk: str | None = None) -> Response:
@@ -111,11 +116,11 @@ class ModelPresetViewSet(viewsets.ViewSet):
             "config_verbatim_status": preset.config_verbatim_status,
         }
 
-    @extend_schema(responses={200: ModelPresetSerializer(many=True), 401: UNAUTHORIZED})
+    @extend_schema(responses={200: ModelPresetSerializer(many=True), 401: UNAUTHORIZED, 429: THROTTLED})
     def list(self, request: Request) -> Response:
         return Response([self._row(p) for p in load_presets().values()])
 
-    @extend_schema(responses={200: ModelPresetSerializer, 401: UNAUTHORIZED, 404: NOT_FOUND})
+    @extend_schema(responses={200: ModelPresetSerializer, 401: UNAUTHORIZED, 429: THROTTLED, 404: NOT_FOUND})
     def retrieve(self, request: Request, pk: str | None = None) -> Response:
         preset = load_presets().get(pk or "")
         if preset is None:

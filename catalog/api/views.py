@@ -6,7 +6,7 @@ from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import viewsets
 
-from vramplan.openapi import READ_ERRORS
+from vramplan.openapi import CONFLICT, READ_ERRORS
 from vramplan.permissions import IsStaffOrReadOnly
 
 from ..filters import AcceleratorFilterSet, ArchitectureFilterSet, ConfigurationFilterSet, NodeFilterSet
@@ -23,7 +23,7 @@ def _errors(viewset):  # type: ignore[no-untyped-def]
         "create": {201: serializer},
         "update": {200: serializer},
         "partial_update": {200: serializer},
-        "destroy": {204: None},
+        "destroy": {204: None, 409: CONFLICT},
     }
     return extend_schema_view(
         **{action: extend_schema(tags=["catalog"], responses={**codes, **READ_ERRORS}) for action, codes in ok.items()}
