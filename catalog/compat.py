@@ -243,9 +243,7 @@ def _driver_key(text: str) -> int:
     try:
         return version_key(text)
     except UnitError:
-        raise CompatError(
-            f"{text!r} is not a driver version; expected e.g. 550.54.15 or 580.95.05."
-        ) from None
+        raise CompatError(f"{text!r} is not a driver version; expected e.g. 550.54.15 or 580.95.05.") from None
 
 
 def parse_compute_capability(text: str | ComputeCapability) -> ComputeCapability:
@@ -254,9 +252,7 @@ def parse_compute_capability(text: str | ComputeCapability) -> ComputeCapability
         return text
     match = _CC.match(str(text))
     if not match:
-        raise CompatError(
-            f"{text!r} is not a compute capability; expected MAJOR.MINOR, e.g. 8.6, 9.0 or 10.0."
-        )
+        raise CompatError(f"{text!r} is not a compute capability; expected MAJOR.MINOR, e.g. 8.6, 9.0 or 10.0.")
     return ComputeCapability(int(match["major"]), int(match["minor"]), match["suffix"])
 
 
@@ -273,9 +269,7 @@ def _family_floor(major: int, toolkits: Iterable[Any]) -> str | None:
 
 
 def _toolkits(toolkits: Iterable[Any]) -> list[Toolkit]:
-    return sorted(
-        (t if isinstance(t, Toolkit) else Toolkit.from_row(t) for t in toolkits), key=lambda t: t.key
-    )
+    return sorted((t if isinstance(t, Toolkit) else Toolkit.from_row(t) for t in toolkits), key=lambda t: t.key)
 
 
 def _full_support_toolkit(cuda_key: int, toolkits: list[Toolkit]) -> Toolkit | None:
@@ -326,9 +320,7 @@ def driver_supports_cuda(
     return support is CudaSupport.FULL or (allow_minor_compat and support is CudaSupport.MINOR_COMPAT)
 
 
-def min_driver_for_cuda(
-    cuda_version: str, toolkits: Iterable[Any], *, allow_minor_compat: bool = True
-) -> str:
+def min_driver_for_cuda(cuda_version: str, toolkits: Iterable[Any], *, allow_minor_compat: bool = True) -> str:
     """The lowest Linux driver that supports the CUDA version (``"12.4"`` → ``"525.60.13"`` with minor
     compat, ``"550.54.14"`` without)."""
     rows = _toolkits(toolkits)
@@ -355,9 +347,7 @@ def min_driver_for_cuda(
     return min(candidates, key=version_key)
 
 
-def min_driver_key_for_cuda(
-    cuda_version: str, toolkits: Iterable[Any], *, allow_minor_compat: bool = True
-) -> int:
+def min_driver_key_for_cuda(cuda_version: str, toolkits: Iterable[Any], *, allow_minor_compat: bool = True) -> int:
     """:func:`min_driver_for_cuda` as a ``version_key``, for ``driver_version_key__gte`` filters."""
     return version_key(min_driver_for_cuda(cuda_version, toolkits, allow_minor_compat=allow_minor_compat))
 
@@ -419,8 +409,7 @@ def check_cuda_for_compute_capability(cuda_version: str, cc: str | ComputeCapabi
     if first is not None and cuda_key < version_key(first):
         return Check(
             False,
-            f"compute capability {capability.major}.{capability.minor} needs CUDA ≥ {first}, "
-            f"not {cuda_version}",
+            f"compute capability {capability.major}.{capability.minor} needs CUDA ≥ {first}, not {cuda_version}",
         )
     if capability.pair < _OLD_ARCH_BELOW and major > LAST_CUDA_MAJOR_FOR_OLD_ARCHS:
         return Check(
@@ -428,9 +417,7 @@ def check_cuda_for_compute_capability(cuda_version: str, cc: str | ComputeCapabi
             f"CUDA {major}.x dropped compute capability {capability.major}.{capability.minor} "
             f"(last family: {LAST_CUDA_MAJOR_FOR_OLD_ARCHS}.x)",
         )
-    return Check(
-        True, f"CUDA {cuda_version} targets compute capability {capability.major}.{capability.minor}"
-    )
+    return Check(True, f"CUDA {cuda_version} targets compute capability {capability.major}.{capability.minor}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -538,8 +525,7 @@ def check_flash_attention(
             return Check(True, f"FlashAttention-2 has a ROCm backend for {gfx_target}")
         return Check(
             False,
-            "FlashAttention-2's ROCm backends support gfx90a, gfx942, gfx950, gfx11xx, gfx12xx, "
-            f"not {gfx_target}",
+            f"FlashAttention-2's ROCm backends support gfx90a, gfx942, gfx950, gfx11xx, gfx12xx, not {gfx_target}",
         )
 
     cc = parse_compute_capability(compute_capability)
@@ -557,9 +543,7 @@ def check_flash_attention(
         if cuda_key < version_key("12.0"):
             return Check(False, f"FlashAttention-2 needs CUDA ≥ 12.0, not {cuda_version}")
         if cc.major >= 10 and cuda_key < version_key("12.8"):
-            return Check(
-                False, f"FlashAttention-2 on Blackwell ({label}) needs CUDA ≥ 12.8, not {cuda_version}"
-            )
+            return Check(False, f"FlashAttention-2 on Blackwell ({label}) needs CUDA ≥ 12.8, not {cuda_version}")
     return Check(True, f"FlashAttention-2 supports compute capability {label}")
 
 
@@ -568,9 +552,7 @@ def check_vllm(compute_capability: str | ComputeCapability, *, legacy: bool = Fa
     cc = parse_compute_capability(compute_capability)
     floor = (7, 0) if legacy else (7, 5)
     if cc.pair < floor:
-        return Check(
-            False, f"vLLM needs compute capability ≥ {floor[0]}.{floor[1]}, not {cc.major}.{cc.minor}"
-        )
+        return Check(False, f"vLLM needs compute capability ≥ {floor[0]}.{floor[1]}, not {cc.major}.{cc.minor}")
     return Check(True, f"vLLM supports compute capability {cc.major}.{cc.minor}")
 
 

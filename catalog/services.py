@@ -67,8 +67,7 @@ class LoadReport:
         out = []
         for kind in self.kinds:
             line = (
-                f"{kind}: {self.created[kind]} created, {self.updated[kind]} updated, "
-                f"{self.unchanged[kind]} unchanged"
+                f"{kind}: {self.created[kind]} created, {self.updated[kind]} updated, {self.unchanged[kind]} unchanged"
             )
             if self.stale.get(kind):
                 line += f"; {len(self.stale[kind])} not in the files: {', '.join(self.stale[kind])}"
@@ -141,12 +140,8 @@ def precision_upsert(*, slug: str, description: str = "") -> UpsertResult:
     return _upsert(Precision, {"slug": slug}, {"description": description})
 
 
-def architecture_upsert(
-    *, slug: str, vendor: Vendor, precisions: Iterable[Precision], **fields: Any
-) -> UpsertResult:
-    return _upsert(
-        Architecture, {"slug": slug}, {"vendor": vendor, **fields}, {"precisions": list(precisions)}
-    )
+def architecture_upsert(*, slug: str, vendor: Vendor, precisions: Iterable[Precision], **fields: Any) -> UpsertResult:
+    return _upsert(Architecture, {"slug": slug}, {"vendor": vendor, **fields}, {"precisions": list(precisions)})
 
 
 def accelerator_upsert(*, slug: str, architecture: Architecture, **fields: Any) -> UpsertResult:
@@ -236,9 +231,7 @@ def _resolve(model: type[models.Model], slug: Any, field_name: str) -> models.Mo
     found = model.objects.filter(slug=slug).first()
     if found is None:
         known = ", ".join(model.objects.order_by("slug").values_list("slug", flat=True)[:50])
-        raise CatalogDataError(
-            f"{field_name}: unknown {model._meta.verbose_name} {slug!r} (known: {known or 'none'})"
-        )
+        raise CatalogDataError(f"{field_name}: unknown {model._meta.verbose_name} {slug!r} (known: {known or 'none'})")
     return found
 
 
@@ -251,8 +244,7 @@ def _prepare(
     unknown = sorted(set(values) - _writable_fields(model))
     if unknown:
         raise CatalogDataError(
-            f"unknown field(s) {', '.join(unknown)}; "
-            f"{model.__name__} has {', '.join(sorted(_writable_fields(model)))}"
+            f"unknown field(s) {', '.join(unknown)}; {model.__name__} has {', '.join(sorted(_writable_fields(model)))}"
         )
     for name, value in list(values.items()):
         if name.endswith("_bytes") and isinstance(value, str):
@@ -294,9 +286,7 @@ def catalog_read(path: Path | str | None = None) -> dict[str, list[dict[str, Any
             raise CatalogDataError(f"{file}: expected a list of records under 'records'")
         data[name] = records
     if not data:
-        raise CatalogDataError(
-            f"{folder}: none of the catalog files is there ({', '.join(f for _, f, *_ in FILES)})"
-        )
+        raise CatalogDataError(f"{folder}: none of the catalog files is there ({', '.join(f for _, f, *_ in FILES)})")
     return data
 
 
@@ -372,8 +362,6 @@ def catalog_load(
     return report
 
 
-def catalog_load_path(
-    path: Path | str | None = None, *, dry_run: bool = False, prune: bool = False
-) -> LoadReport:
+def catalog_load_path(path: Path | str | None = None, *, dry_run: bool = False, prune: bool = False) -> LoadReport:
     """Read the fixture folder (default ``fixtures/catalog``) and load it with :func:`catalog_load`."""
     return catalog_load(catalog_read(path), dry_run=dry_run, prune=prune)
