@@ -444,8 +444,18 @@ def _training_stage(
     bwd_start_act = (
         saved_layers + kept_model_level + final_norm + max(loss_fwd, loss_keep + recompute + bwd_transient)
     )
-    # late backward: one layer's recompute and gradients, the gradient of the embedding output
-    bwd_end_act = recompute + bwd_transient + x.tokens * x.h * d + kept_model_level
+    # late backward, the stage's first layer: its recompute and gradients, the gradient of its input,
+    # cos/sin (and checkpointed masks) still saved; every parameter gradient exists but the untied
+    # embedding's, which EmbeddingBackward0 allocates only after this layer's backward has returned
+    bwd_layer0_act = recompute + bwd_transient + x.tokens * x.h * d + kept_model_level
+    untied_emb_grad = (
+        (spec.vocab_size * spec.embed_dim / stage.tensor) * nbytes(grad_prec) / g_shards
+        if (not spec.tie_word_embeddings and t.method == "full" and stage.holds_embedding)
+        else 0
+    )
+    # end of backward (EmbeddingBackward0): all gradients (+ a tied embedding's new gradient before
+    # it is accumulated into the head's) over the gradient of the embedding output alone
+    bwd_end_act = x.tokens * x.h * d if stage.holds_embedding else 0
 
     # workspace: optimizer foreach buffer, ZeRO-3 gathered layers, DDP/ZeRO buckets, NCCL, cuBLAS
     layer_params_full = (layer_p / max(stage.layers, 1)) if stage.layers else 0
@@ -485,6 +495,12 @@ def _training_stage(
         "optimizer_state": optimizer,
         "activations": band(saved_layers + kept_model_level + final_norm + x.tokens * x.vocab * d) + batch,
         "gradients": Range.exact(head_grad),
+    }
+    out.phases["backward_first_layer"] = {
+        "weights": weights,
+        "optimizer_state": optimizer,
+        "activations": band(bwd_layer0_act) + batch,
+        "gradients": Range.exact(grads.bytes - untied_emb_grad),
     }
     out.phases["backward_end"] = {
         "weights": weights,

@@ -294,3 +294,42 @@ def test_softcapping_flags_follow_the_config():
     assert not off.final_logit_softcapping and not off.attn_logit_softcapping
     assert not from_hf_config({**GEMMA2, "model_type": "gemma3_text"}).final_logit_softcapping
     assert not from_hf_config({**LLAMA, "final_logit_softcapping": 30.0}).final_logit_softcapping
+
+
+# --- mechanisms found by the round-2 hold-out runs ------------------------------------------------
+
+
+def test_mqa_repeat_kv_is_a_view_in_eager_inference():
+    # one KV head: repeat_kv's expand + reshape is a view, so no K/V copies beside the scores
+    b, s, n = 8, 512, 8
+    mqa = {**LLAMA, "num_key_value_heads": 1}
+    pd = estimate(_gen(mqa, b=b, s=s, n=n, layout="contiguous", attention="eager", precision="bf16")).per_device
+    k = s + n - 1
+    tok = b * s
+    expected = (
+        b * 6 * s * k * (2 + 4 + 4)  # masked scores, fp32 copy, fp32 softmax output
+        + tok * 384 * 2  # roped q
+        + 3 * tok * 384 * 2  # embeds, layer input, normed input
+        + b * s * k * 2  # additive mask
+        + 2 * tok * 64 * 2  # cos, sin
+        + tok * 16  # ids
+    )
+    assert _prefill_activations(pd) == expected
+    # two KV heads: repeat_kv copies K and V (test_bf16_eager_softmax_copies_the_scores_to_fp32)
+    gqa = estimate(_gen(LLAMA, b=b, s=s, n=n, layout="contiguous", attention="eager", precision="bf16"))
+    assert _prefill_activations(gqa.per_device) - expected == 2 * b * 6 * k * 64 * 2
+
+
+def test_untied_embedding_gradient_arrives_after_the_first_layer_backward():
+    # 1 × 48 plain SGD: the peak is EmbeddingBackward0 (all gradients + the embedding output's
+    # gradient), not the first layer's backward transient on top of all gradients
+    b, s = 1, 48
+    pd = estimate(_train(LLAMA, b=b, s=s)).per_device
+    assert pd.peak_phase == "backward_end"
+    weights = pd.component("weights").bytes
+    grads = pd.component("gradients").bytes
+    assert weights == grads
+    batch = 2 * b * s * 8  # input_ids and labels
+    assert _phase(pd, "backward_end").bytes == weights + grads + b * s * 384 * 4 + batch
+    first = _phase(pd, "backward_first_layer")
+    assert first.bytes < weights + grads - 32000 * 384 * 4 + 1536 * b * s * 4 * 8

@@ -156,6 +156,10 @@ def _attention_forward_transient(
     out = tok * x.q * x.d
     o_proj = held + out + tok * x.h * x.d  # o_proj output while q and its input are alive
     rep = 2 * x.b * x.heads * x.k * spec.head_dim * x.d if (gqa_copies and x.kv < x.q) else 0
+    # one KV head on this device (MQA): repeat_kv's expand(...).reshape(...) merges the size-1 head
+    # dim with the stride-0 repeat dim, a view (modeling_llama.py repeat_kv); torch.matmul then
+    # copies the expanded k (QK^T) and v (P·V) only for the duration of its bmm
+    mqa_view = bool(rep) and x.kv == spec.head_dim
     if attention == "eager":
         # eager_attention_forward: QK^T then ·scale (both alive; soft-capping's /cap, tanh, ·cap and
         # + mask also two at a time), then softmax(dtype=float32) over the masked scores: its fp32
@@ -164,6 +168,10 @@ def _attention_forward_transient(
         score_peak = attention_scores_bytes(x, max(2 * x.d, x.d + 4 + upcast))
         probs = attention_scores_bytes(x, x.d)
         pv = probs + 2 * out  # P·V output + its transpose(1, 2).contiguous() copy
+        if mqa_view:
+            one = rep / 2  # the matmul's contiguous copy of the expanded k or v
+            inner = max(score_peak, one + attention_scores_bytes(x, x.d), pv, probs + one + out)
+            return max(qkv + rope, held + inner, o_proj + probs)
         return max(qkv + rope, held + rep + max(score_peak, pv), o_proj + probs)
     # SDPA (CPU flash kernel, CUDA flash/efficient) writes its output in q's memory layout: for a
     # Llama-style roped q ([b, s, H, hd] underneath) the transpose(1, 2).contiguous() in
