@@ -333,3 +333,27 @@ def test_untied_embedding_gradient_arrives_after_the_first_layer_backward():
     assert _phase(pd, "backward_end").bytes == weights + grads + b * s * 384 * 4 + batch
     first = _phase(pd, "backward_first_layer")
     assert first.bytes < weights + grads - 32000 * 384 * 4 + 1536 * b * s * 4 * 8
+
+
+def test_moe_training_saves_the_shared_expert_and_the_routing_indices():
+    from budgets.engine.components import activations as act
+    from budgets.engine.models import from_hf_config
+
+    cfg = {
+        **MIXTRAL,
+        "model_type": "qwen2_moe",
+        "num_experts": 12,
+        "num_experts_per_tok": 3,
+        "moe_intermediate_size": 160,
+        "shared_expert_intermediate_size": 640,
+    }
+    spec = from_hf_config(cfg)
+    tok, h, d = 2 * 320, 384, 2
+    x = act.Shape(b=2, s=320, k=320, h=h, q=h, kv=128, heads=6, inter=768, vocab=16000, d=d)
+    rows = tok * 3
+    routed = rows * (2 * h + 4 * 160) * d
+    routing = tok * 12 * (d + 4) + tok * 3 * 8 + rows * (3 * 8 + d)
+    shared = 4 * tok * 640 * d + tok * (h + 1) * d  # gate, act, up, act·up; gated output, sigmoid
+    assert act._mlp_saved(spec, x) == routed + routing + shared
+    no_shared = from_hf_config({**cfg, "shared_expert_intermediate_size": 0})
+    assert act._mlp_saved(no_shared, x) == routed + routing

@@ -311,8 +311,20 @@ def _mlp_saved(spec: ModelSpec, x: Shape) -> float:
     if spec.is_moe:
         k = spec.experts_per_token
         e_int = spec.expert_intermediate_size
-        routing = tok * spec.num_experts * (x.d + 4)
-        return tok * k * (2 * x.h + 4 * e_int) * x.d + routing
+        rows = tok * k
+        # router: logits (d) and the fp32 softmax output; topk saves its int64 indices; in
+        # grouped_mm_experts_forward (integrations/moe.py) the three index ops save perm // k, perm and
+        # inv_perm (int64) and the routing-weight multiply saves the sorted sample weights (d)
+        routing = tok * spec.num_experts * (x.d + 4) + tok * k * 8 + rows * (3 * 8 + x.d)
+        # routed rows: gathered input, gate_up, act(gate), act·up, down output
+        routed = rows * (2 * x.h + 4 * e_int) * x.d
+        shared = 0.0
+        if spec.shared_expert_intermediate_size:
+            # Qwen2MoeSparseMoeBlock: the shared expert is a gated MLP on every token (gate, act, up,
+            # act·up saved); sigmoid(shared_expert_gate(x)) * shared_output saves the sigmoid output
+            # (tok × 1) and the shared output (tok·h)
+            shared = 4 * tok * spec.shared_expert_intermediate_size * x.d + tok * (x.h + 1) * x.d
+        return routed + routing + shared
     ti = tok * x.inter * x.d
     if spec.mlp == "gated":
         return 4 * ti  # gate (silu input), act, up, act*up (down_proj input)
