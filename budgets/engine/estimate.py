@@ -167,17 +167,22 @@ def _inference_stage(
     prefill_layer = act.inference_forward_transient(
         spec, xp, attention, gqa_copies=not prefill_gqa, mask_copy=mask_copy
     )
-    model_level = act.model_level_inference(spec, xp, attention, attend_prefill)
+    # a dynamic cache gets no up-front 4D masks from generate: a sliding bool mask is batch-broadcast
+    broadcast_mask = layout == "dynamic"
+    model_level = act.model_level_inference(spec, xp, attention, attend_prefill, broadcast_mask)
     # the new last-position logits exist only at the head, after the layers' transients are freed
     logits = b * xp.vocab * d if stage.holds_head else 0
-    prefill_act = model_level + max(prefill_layer, 2 * xp.tokens * xp.h * d + logits)
+    # besides input_ids and position_ids (model_level): the caller's attention_mask, and the copy of the
+    # prompt ids prepare_inputs_for_generation makes (`input_ids.clone(memory_format=...)`, int64)
+    prompt_ids = 2 * xp.tokens * 8
+    prefill_act = model_level + prompt_ids + max(prefill_layer, 2 * xp.tokens * xp.h * d + logits)
 
     xd = _shape(spec, stage, b, 1, attend_decode, d, fp16_cuda)
     _, mask_copy_d = act.attention_masks(spec, xd, attention, attend_decode)
     decode_layer = act.inference_forward_transient(
         spec, xd, attention, gqa_copies=not decode_gqa, mask_copy=mask_copy_d
     )
-    decode_model = act.model_level_inference(spec, xd, attention, attend_decode)
+    decode_model = act.model_level_inference(spec, xd, attention, attend_decode, broadcast_mask)
     generation_ids = 3 * b * longest * 8  # input_ids / attention_mask grown by cat (int64)
     prev_scores = act.previous_step_scores(b, xp.vocab) if stage.holds_head else 0
     # in a layer the dynamic cache's growth copy (kv_cache component) is alive; at the head it is not
@@ -391,7 +396,8 @@ def _training_stage(
     saved_layers = per_layer * stage.layers * stage.in_flight_microbatches
     # masks: eager additive masks (two with a sliding mapping), or an SDPA sliding bool mask; every
     # sliding SDPA layer saves its converted (additive, dtype d) copy of the bool mask for backward
-    mask, sliding_mask_copy = act.attention_masks(spec, x, attention, s)
+    # the training step passes no 2D attention mask (labels only): a sliding bool mask is batch-broadcast
+    mask, sliding_mask_copy = act.attention_masks(spec, x, attention, s, batch_broadcast=True)
     sliding_layers = (
         round(spec.num_sliding_layers * stage.layers / spec.num_layers) if spec.num_layers else 0
     )
@@ -409,7 +415,7 @@ def _training_stage(
     # so they stay alive into backward
     positions = act.rope_tables_bytes(spec, s, d)
     kept_positions = 0 if spec.learned_positions else positions
-    model_level = positions + s * 8 + mask
+    model_level = positions + s * 8 + mask + act.unread_masks(spec, x, attention, s, batch_broadcast=True)
     # with full checkpointing the masks and cos/sin are inputs of every checkpointed layer, so
     # torch.utils.checkpoint keeps them until that layer's backward
     kept_model_level = kept_positions + (mask if mode == "full" else 0)

@@ -95,7 +95,7 @@ def test_eager_scores_peak_without_the_attention_output():
     hidden = 3 * tok * 384 * 4
     mask = b * s * k * 4
     rope = 2 * tok * 64 * 4
-    ids = tok * 16
+    ids = tok * 32  # input_ids, position_ids, attention_mask, generate's input_ids clone (int64)
     expected = scores + q + rep + hidden + mask + rope + ids
     prefill = _phase(pd, "prefill").bytes - pd.component("weights").bytes - pd.component("kv_cache").bytes
     assert prefill == expected
@@ -192,7 +192,7 @@ def test_bf16_eager_softmax_copies_the_scores_to_fp32():
         + 3 * tok * 384 * 2  # embeds, layer input, normed input
         + b * s * k * 2  # additive mask
         + 2 * tok * 64 * 2  # cos, sin
-        + tok * 16  # ids
+        + tok * 32  # input_ids, position_ids, attention_mask, input_ids clone (int64)
     )
     assert _prefill_activations(pd) == expected
 
@@ -312,7 +312,7 @@ def test_mqa_repeat_kv_is_a_view_in_eager_inference():
         + 3 * tok * 384 * 2  # embeds, layer input, normed input
         + b * s * k * 2  # additive mask
         + 2 * tok * 64 * 2  # cos, sin
-        + tok * 16  # ids
+        + tok * 32  # input_ids, position_ids, attention_mask, input_ids clone (int64)
     )
     assert _prefill_activations(pd) == expected
     # two KV heads: repeat_kv copies K and V (test_bf16_eager_softmax_copies_the_scores_to_fp32)
@@ -357,3 +357,63 @@ def test_moe_training_saves_the_shared_expert_and_the_routing_indices():
     assert act._mlp_saved(spec, x) == routed + routing + shared
     no_shared = from_hf_config({**cfg, "shared_expert_intermediate_size": 0})
     assert act._mlp_saved(no_shared, x) == routed + routing
+
+
+def test_generate_prefill_holds_four_int64_id_tensors():
+    # input_ids and attention_mask from the caller, position_ids and prepare_inputs_for_generation's clone
+    b, s = 4, 256
+    pd = estimate(_gen(LLAMA, b=b, s=s, n=4)).per_device
+    from budgets.engine.components import activations as act
+    from budgets.engine.models import from_hf_config
+
+    x = act.Shape(b=b, s=s, k=s, h=384, q=384, kv=128, heads=6, inter=1024, vocab=32000, d=4)
+    spec = from_hf_config(LLAMA)
+    layer = act.inference_forward_transient(spec, x, "sdpa", gqa_copies=False)
+    rope = 2 * b * s * 64 * 4
+    kv_prefill = 2 * 4 * 2 * 64 * 4 * b * s  # K and V, 4 layers, 2 heads of 64, fp32
+    prefill = _phase(pd, "prefill").bytes - pd.component("weights").bytes - kv_prefill
+    assert prefill == rope + 4 * b * s * 8 + layer
+
+
+def test_sliding_sdpa_mask_is_batch_broadcast_without_a_padding_mask():
+    from budgets.engine.components import activations as act
+    from budgets.engine.models import from_hf_config
+
+    gemma3 = from_hf_config({**GEMMA2, "model_type": "gemma3_text"})
+    x = act.Shape(b=4, s=256, k=256, h=384, q=384, kv=128, heads=6, inter=1024, vocab=32000, d=4)
+    # dynamic-cache generate and a mask-free training step: (1, 1, s, k) bool expanded over the batch;
+    # SDPA's additive conversion is still materialised per sequence
+    assert act.attention_masks(gemma3, x, "sdpa", 256, batch_broadcast=True) == (256 * 256, 4 * 256 * 256 * 4)
+    # static cache: generate builds the masks up front and makes them contiguous
+    assert act.attention_masks(gemma3, x, "sdpa", 256) == (4 * 256 * 256, 4 * 256 * 256 * 4)
+    mistral = {**LLAMA, "model_type": "mistral", "sliding_window": 64}
+    dyn = estimate(_gen(mistral, b=4, s=256, n=2)).per_device
+    static = estimate(_gen(mistral, b=4, s=256, n=2, layout="contiguous")).per_device
+    assert _prefill_activations(dyn) < _prefill_activations(static)
+
+
+def test_qwen2_moe_builds_an_unread_sliding_mask():
+    from budgets.engine.components import activations as act
+    from budgets.engine.models import from_hf_config
+
+    cfg = {**MIXTRAL, "model_type": "qwen2_moe", "num_experts": 8, "moe_intermediate_size": 192}
+    x = act.Shape(b=4, s=128, k=128, h=384, q=384, kv=128, heads=6, inter=768, vocab=16000, d=4)
+    qwen2_moe = from_hf_config(cfg)
+    assert act.unread_masks(qwen2_moe, x, "sdpa", 128, batch_broadcast=True) == 128 * 128
+    assert act.unread_masks(qwen2_moe, x, "eager", 128, batch_broadcast=True) == 4 * 128 * 128 * 4
+    assert act.unread_masks(from_hf_config({**cfg, "model_type": "qwen3_moe"}), x, "sdpa", 128, True) == 0
+
+
+def test_moe_inference_routing_buffers():
+    from budgets.engine.components import activations as act
+    from budgets.engine.models import from_hf_config
+
+    cfg = {**MIXTRAL, "model_type": "qwen3_moe", "num_experts": 16, "num_experts_per_tok": 4}
+    cfg["moe_intermediate_size"] = 96
+    spec = from_hf_config(cfg)
+    tok, d = 8 * 256, 2
+    rows = tok * 4
+    x = act.Shape(b=8, s=256, k=256, h=384, q=512, kv=128, heads=8, inter=768, vocab=16000, d=d)
+    # router logits, top-k weights (d) and indices; sorted ids, perm, inv_perm, sorted weights, histc input
+    routing = tok * 16 * d + tok * 4 * (d + 8) + rows * (3 * 8 + d + 4)
+    assert act._moe_forward_transient(spec, x) == routing + rows * 4 * 384 * d

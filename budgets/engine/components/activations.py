@@ -55,6 +55,10 @@ ROPE_BY_CAT = ("phi3", "gpt_neox")
 GEMMA_NORM = ("gemma", "gemma2", "gemma3_text", "gemma3")
 # one (cos, sin) pair per layer type: Gemma3TextModel.forward builds `position_embeddings[layer_type]`
 ROPE_PER_LAYER_TYPE = ("gemma3_text", "gemma3")
+# Qwen2MoeModel.forward builds the sliding-window mask on every forward; with use_sliding_window off
+# the config sets sliding_window = 0 (configuration_qwen2_moe.py), so masking_utils materialises it
+# (kv_length ≥ 0 defeats the SDPA skip) although no layer reads it
+UNREAD_SLIDING_MASK = ("qwen2_moe",)
 # a single mask function that already carries the window (MistralModel.forward, Phi3Model.forward);
 # the others build a full causal mask and, with sliding layers, a sliding one (causal_mask_mapping)
 ONE_MASK_WITH_WINDOW = ("mistral", "mixtral", "phi3")
@@ -79,12 +83,14 @@ def rope_tables_bytes(spec: ModelSpec, rows: int, d: float) -> float:
     return pairs * 2 * rows * spec.rope_dim * d
 
 
-def attention_masks(spec: ModelSpec, x: Shape, attention: str, full_positions: int) -> tuple[float, float]:
+def attention_masks(
+    spec: ModelSpec, x: Shape, attention: str, full_positions: int, batch_broadcast: bool = False
+) -> tuple[float, float]:
     """(masks alive for the whole forward, the per-call converted mask of a sliding SDPA layer).
 
     Eager: additive float masks (b, 1, s, k), the full causal one and, for models that build a
     mapping and have sliding layers, the sliding one. SDPA: the full causal mask is skipped (is_causal)
-    but a sliding mask is materialised (bool) once kv_length ≥ window (masking_utils
+    but a sliding mask is materialised (bool, batch-broadcast) once kv_length ≥ window (masking_utils
     `_ignore_causal_mask_sdpa`), and torch's SDPA converts a bool mask into an additive one in the
     query dtype on every call (aten attention.cpp `convert_boolean_attn_mask`)."""
     window = spec.sliding_window if spec.num_sliding_layers else 0
@@ -96,8 +102,25 @@ def attention_masks(spec: ModelSpec, x: Shape, attention: str, full_positions: i
             return x.b * x.s * (full_positions + k_sliding) * x.d, 0
         return x.b * x.s * full_positions * x.d, 0
     if window and k_sliding >= window:
-        return x.b * x.s * k_sliding * 1, x.b * x.s * k_sliding * x.d
+        # batch_broadcast: no 2D padding mask reaches the model (generate drops an all-ones one,
+        # generation/utils.py; a training step without a collator mask), so the mask functions never
+        # read the batch index and sdpa_mask returns the (1, 1, s, k) bool mask expanded over the batch.
+        # A compileable (static) cache has generate build the masks up front and `.contiguous()` them
+        # (generation/utils.py prepare_inputs_for_generation): b·s·k. SDPA's conversion is always b·s·k
+        rows = x.s if batch_broadcast else x.b * x.s
+        return rows * k_sliding * 1, x.b * x.s * k_sliding * x.d
     return 0, 0
+
+
+def unread_masks(spec: ModelSpec, x: Shape, attention: str, full_positions: int, batch_broadcast: bool) -> float:
+    """A mask the model builds but no layer reads (UNREAD_SLIDING_MASK): alive through the model forward
+    only, never a layer input (so never a checkpoint input). Eager: an additive b·s·k mask; SDPA: the
+    bool mask (batch-broadcast without a padding mask, as in `attention_masks`)."""
+    if spec.model_type not in UNREAD_SLIDING_MASK or spec.num_sliding_layers:
+        return 0
+    if attention == "eager":
+        return x.b * x.s * full_positions * x.d
+    return (x.s if batch_broadcast else x.b * x.s) * full_positions
 
 
 def _moe_forward_transient(spec: ModelSpec, x: Shape) -> float:
@@ -111,9 +134,10 @@ def _moe_forward_transient(spec: ModelSpec, x: Shape) -> float:
     k = spec.experts_per_token
     e_int = spec.expert_intermediate_size
     rows = tok * k
-    # router logits (kept by `_, w, idx = self.gate(...)`), top-k weights fp32 + indices int64; in the
-    # experts: sorted ids and perm (int64), sample weights and the histc input (fp32)
-    routing = tok * spec.num_experts * x.d + tok * k * (4 + 8) + rows * (8 + 8 + 4 + 4)
+    # router logits (kept by `_, w, idx = self.gate(...)`), top-k weights (cast to the logits' dtype)
+    # + indices int64; in the experts: sorted ids, perm and inv_perm (int64), the sorted sample weights
+    # (d) and the histc input (fp32 on CPU, int32 on CUDA: 4 B either way)
+    routing = tok * spec.num_experts * x.d + tok * k * (x.d + 8) + rows * (8 + 8 + 8 + x.d + 4)
     grouped = rows * max(x.h + 4 * e_int, 4 * x.h) * x.d
     if not spec.shared_expert_intermediate_size:
         return routing + grouped
@@ -206,12 +230,15 @@ def inference_forward_transient(
     )
 
 
-def model_level_inference(spec: ModelSpec, x: Shape, attention: str, mask_positions: int) -> float:
+def model_level_inference(
+    spec: ModelSpec, x: Shape, attention: str, mask_positions: int, batch_broadcast: bool = False
+) -> float:
     """Tensors alive for the whole forward: position embeddings (cos, sin), the attention masks and
     the token ids."""
     tok = x.tokens
     rope = rope_tables_bytes(spec, tok, x.d)
-    masks, _ = attention_masks(spec, x, attention, mask_positions)
+    masks, _ = attention_masks(spec, x, attention, mask_positions, batch_broadcast)
+    masks += unread_masks(spec, x, attention, mask_positions, batch_broadcast)
     ids = tok * 8 * 2  # input_ids, position ids (int64)
     return rope + masks + ids
 
