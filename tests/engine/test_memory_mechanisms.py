@@ -282,7 +282,11 @@ def test_norm_and_qk_norm_saved_bytes():
     x = act.Shape(b=1, s=64, k=64, h=384, q=384, kv=128, heads=6, inter=1024, vocab=32000, d=4)
     with_norm = act._attention_saved(qwen3, x, "sdpa", False)
     without = act._attention_saved(llama, x, "sdpa", False)
-    assert with_norm - without == 64 * (384 + 128) * 8  # the q/k norm outputs are not saved
+    # the q/k norm outputs are not saved; each norm's rsqrt keeps one fp32 value per head row
+    assert with_norm - without == 64 * (384 + 128) * 8 + 64 * (6 + 2) * 4
+    # every RMSNorm keeps rsqrt(variance + eps) (fp32, one per token); Gemma also its fp32 (1 + w)
+    assert act._norm_saved(llama, x) == 64 * 384 * 12 + 64 * 4
+    assert act._norm_saved(gemma, x) == 64 * 384 * 12 + 64 * 4 + 384 * 4
 
 
 def test_softcapping_flags_follow_the_config():
@@ -352,7 +356,9 @@ def test_moe_training_saves_the_shared_expert_and_the_routing_indices():
     x = act.Shape(b=2, s=320, k=320, h=h, q=h, kv=128, heads=6, inter=768, vocab=16000, d=d)
     rows = tok * 3
     routed = rows * (2 * h + 4 * 160) * d
-    routing = tok * 12 * (d + 4) + tok * 3 * 8 + rows * (3 * 8 + d)
+    # fp32 router softmax, top-k indices, the normalized fp32 top-k and its sum; perm // k, perm,
+    # inv_perm and the sorted sample weights (cast to d by the Qwen router)
+    routing = tok * 12 * 4 + tok * 3 * (8 + 4) + tok * 4 + rows * (3 * 8 + d)
     shared = 4 * tok * 640 * d + tok * (h + 1) * d  # gate, act, up, act·up; gated output, sigmoid
     assert act._mlp_saved(spec, x) == routed + routing + shared
     no_shared = from_hf_config({**cfg, "shared_expert_intermediate_size": 0})
@@ -417,3 +423,19 @@ def test_moe_inference_routing_buffers():
     # router logits, top-k weights (d) and indices; sorted ids, perm, inv_perm, sorted weights, histc input
     routing = tok * 16 * d + tok * 4 * (d + 8) + rows * (3 * 8 + d + 4)
     assert act._moe_forward_transient(spec, x) == routing + rows * 4 * 384 * d
+
+
+def test_mixtral_routing_weights_stay_fp32_and_promote_the_weighted_output():
+    from budgets.engine.components import activations as act
+    from budgets.engine.models import from_hf_config
+
+    x = act.Shape(b=8, s=256, k=256, h=384, q=384, kv=128, heads=6, inter=96, vocab=16000, d=2)
+    tok, rows = 8 * 256, 8 * 256 * 2
+    narrow = {**MIXTRAL, "intermediate_size": 96}  # the un-permute instant dominates
+    mixtral = from_hf_config(narrow)
+    routing = tok * 8 * 2 + tok * 2 * (4 + 8) + rows * (3 * 8 + 4 + 4)
+    # gathered input and down output (bf16), weighted output and its un-permuted copy (fp32)
+    assert act._moe_forward_transient(mixtral, x) == routing + rows * 384 * (2 * 2 + 2 * 4)
+    qwen = from_hf_config({**narrow, "model_type": "qwen3_moe", "num_experts": 8, "moe_intermediate_size": 96})
+    routing_qwen = tok * 8 * 2 + tok * 2 * (2 + 8) + rows * (3 * 8 + 2 + 4)
+    assert act._moe_forward_transient(qwen, x) == routing_qwen + rows * 384 * 4 * 2

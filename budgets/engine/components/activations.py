@@ -59,6 +59,10 @@ ROPE_PER_LAYER_TYPE = ("gemma3_text", "gemma3")
 # the config sets sliding_window = 0 (configuration_qwen2_moe.py), so masking_utils materialises it
 # (kv_length ≥ 0 defeats the SDPA skip) although no layer reads it
 UNREAD_SLIDING_MASK = ("qwen2_moe",)
+# MixtralTopKRouter returns the normalized fp32 top-k weights as they are; the Qwen MoE routers cast
+# them to the logits' dtype (`router_top_value.to(router_logits.dtype)`, modeling_qwen3_moe.py). With
+# fp32 weights, grouped_mm_experts_forward's `proj_out * sample_weights_g` promotes to fp32
+ROUTER_WEIGHTS_FP32 = ("mixtral",)
 # a single mask function that already carries the window (MistralModel.forward, Phi3Model.forward);
 # the others build a full causal mask and, with sliding layers, a sliding one (causal_mask_mapping)
 ONE_MASK_WITH_WINDOW = ("mistral", "mixtral", "phi3")
@@ -134,11 +138,13 @@ def _moe_forward_transient(spec: ModelSpec, x: Shape) -> float:
     k = spec.experts_per_token
     e_int = spec.expert_intermediate_size
     rows = tok * k
-    # router logits (kept by `_, w, idx = self.gate(...)`), top-k weights (cast to the logits' dtype)
-    # + indices int64; in the experts: sorted ids, perm and inv_perm (int64), the sorted sample weights
-    # (d) and the histc input (fp32 on CPU, int32 on CUDA: 4 B either way)
-    routing = tok * spec.num_experts * x.d + tok * k * (x.d + 8) + rows * (8 + 8 + 8 + x.d + 4)
-    grouped = rows * max(x.h + 4 * e_int, 4 * x.h) * x.d
+    w = 4 if spec.model_type in ROUTER_WEIGHTS_FP32 else x.d  # routing weights' dtype
+    weighted = max(w, x.d)  # the weighted down output and its un-permuted copy
+    # router logits (kept by `_, w, idx = self.gate(...)`), top-k weights (w) + indices int64; in the
+    # experts: sorted ids, perm and inv_perm (int64), the sorted sample weights (w) and the histc input
+    # (fp32 on CPU, int32 on CUDA: 4 B either way)
+    routing = tok * spec.num_experts * x.d + tok * k * (w + 8) + rows * (8 + 8 + 8 + w + 4)
+    grouped = rows * max((x.h + 4 * e_int) * x.d, x.h * (2 * x.d + 2 * weighted))
     if not spec.shared_expert_intermediate_size:
         return routing + grouped
     # Qwen2MoeSparseMoeBlock: the shared expert runs first; its output (tok·h) is held during the experts
@@ -281,12 +287,19 @@ def _rms_saved_per_element(spec: ModelSpec, d: float, output_saved: bool) -> flo
     return per + (d if output_saved else 0)
 
 
+def _rms_saved_per_norm(spec: ModelSpec, rows: int, width: int) -> float:
+    """Beyond the per-element tensors: `torch.rsqrt(variance + eps)` saves its fp32 output, one value
+    per normalized row (LlamaRMSNorm, Gemma3RMSNorm._norm); Gemma's `1.0 + self.weight.float()` is a
+    new fp32 weight-sized tensor saved by the multiply."""
+    return rows * 4 + (width * 4 if spec.model_type in GEMMA_NORM else 0)
+
+
 def _norm_saved(spec: ModelSpec, x: Shape, output_saved: bool = True) -> float:
     t = x.tokens * x.h
     if spec.norm == "layer":
         # input, output; fp32 mean and rstd
         return (2 if output_saved else 1) * t * x.d + 2 * x.tokens * 4
-    return t * _rms_saved_per_element(spec, x.d, output_saved)
+    return t * _rms_saved_per_element(spec, x.d, output_saved) + _rms_saved_per_norm(spec, x.tokens, x.h)
 
 
 def _layer_norms_saved(spec: ModelSpec, x: Shape) -> float:
@@ -307,6 +320,8 @@ def _attention_saved(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool
     if spec.qk_norm:
         # q_norm/k_norm outputs feed the rotary multiply, which saves cos/sin, not them
         qk_norm = tok * (x.q + x.kv) * _rms_saved_per_element(spec, x.d, output_saved=False)
+        hd = spec.head_dim
+        qk_norm += _rms_saved_per_norm(spec, tok * x.q // hd, hd) + _rms_saved_per_norm(spec, tok * x.kv // hd, hd)
     if attention == "eager":
         # matmul(P, v) reshapes v for bmm: a copy (also of a fused projection's strided slice), saved
         kv_width = x.q if x.kv < x.q else x.kv  # repeat_kv copies for GQA
@@ -339,10 +354,12 @@ def _mlp_saved(spec: ModelSpec, x: Shape) -> float:
         k = spec.experts_per_token
         e_int = spec.expert_intermediate_size
         rows = tok * k
-        # router: logits (d) and the fp32 softmax output; topk saves its int64 indices; in
+        w = 4 if spec.model_type in ROUTER_WEIGHTS_FP32 else x.d
+        # router: softmax(..., dtype=float32) saves its fp32 output (not the logits); topk its int64
+        # indices; the top-k normalization `/= sum` its fp32 result and the sum; in
         # grouped_mm_experts_forward (integrations/moe.py) the three index ops save perm // k, perm and
-        # inv_perm (int64) and the routing-weight multiply saves the sorted sample weights (d)
-        routing = tok * spec.num_experts * (x.d + 4) + tok * k * 8 + rows * (3 * 8 + x.d)
+        # inv_perm (int64) and the routing-weight multiply the sorted sample weights (w)
+        routing = tok * spec.num_experts * 4 + tok * k * (8 + 4) + tok * 4 + rows * (3 * 8 + w)
         # routed rows: gathered input, gate_up, act(gate), act·up, down output
         routed = rows * (2 * x.h + 4 * e_int) * x.d
         shared = 0.0
