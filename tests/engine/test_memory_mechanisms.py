@@ -433,7 +433,7 @@ def test_mixtral_routing_weights_stay_fp32_and_promote_the_weighted_output():
     tok, rows = 8 * 256, 8 * 256 * 2
     narrow = {**MIXTRAL, "intermediate_size": 96}  # the un-permute instant dominates
     mixtral = from_hf_config(narrow)
-    routing = tok * 8 * 2 + tok * 2 * (4 + 8) + rows * (3 * 8 + 4 + 4)
+    routing = tok * 8 * 2 + tok * 2 * (4 + 8) + rows * (3 * 8 + 4 + 4)  # with inv_perm
     # gathered input and down output (bf16), weighted output and its un-permuted copy (fp32)
     assert act._moe_forward_transient(mixtral, x) == routing + rows * 384 * (2 * 2 + 2 * 4)
     qwen = from_hf_config({**narrow, "model_type": "qwen3_moe", "num_experts": 8, "moe_intermediate_size": 96})

@@ -141,10 +141,10 @@ def _moe_forward_transient(spec: ModelSpec, x: Shape) -> float:
     w = 4 if spec.model_type in ROUTER_WEIGHTS_FP32 else x.d  # routing weights' dtype
     weighted = max(w, x.d)  # the weighted down output and its un-permuted copy
     # router logits (kept by `_, w, idx = self.gate(...)`), top-k weights (w) + indices int64; in the
-    # experts: sorted ids, perm and inv_perm (int64), the sorted sample weights (w) and the histc input
-    # (fp32 on CPU, int32 on CUDA: 4 B either way)
-    routing = tok * spec.num_experts * x.d + tok * k * (w + 8) + rows * (8 + 8 + 8 + w + 4)
-    grouped = rows * max((x.h + 4 * e_int) * x.d, x.h * (2 * x.d + 2 * weighted))
+    # experts: sorted ids and perm (int64), the sorted sample weights (w) and the histc input (fp32 on
+    # CPU, int32 on CUDA: 4 B either way); inv_perm (int64) only from the un-permute on
+    routing = tok * spec.num_experts * x.d + tok * k * (w + 8) + rows * (8 + 8 + w + 4)
+    grouped = rows * max((x.h + 4 * e_int) * x.d, x.h * (2 * x.d + 2 * weighted) + 8)
     if not spec.shared_expert_intermediate_size:
         return routing + grouped
     # Qwen2MoeSparseMoeBlock: the shared expert runs first; its output (tok·h) is held during the experts
