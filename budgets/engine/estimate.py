@@ -183,7 +183,10 @@ def _inference_stage(
         spec, xd, attention, gqa_copies=not decode_gqa, mask_copy=mask_copy_d
     )
     decode_model = act.model_level_inference(spec, xd, attention, attend_decode, broadcast_mask)
-    generation_ids = 3 * b * longest * 8  # input_ids / attention_mask grown by cat (int64)
+    # int64 ids at the end of generate: the caller's input_ids and attention_mask and the prefill
+    # position_ids (b·s each), input_ids grown by cat to the longest length and position_ids to one less
+    # (generation/utils.py `_update_model_kwargs_for_generation`; the all-ones mask is dropped)
+    generation_ids = b * (3 * s + 2 * longest - 1) * 8
     prev_scores = act.previous_step_scores(b, xp.vocab) if stage.holds_head else 0
     # in a layer the dynamic cache's growth copy (kv_cache component) is alive; at the head it is not
     decode_act = (

@@ -439,3 +439,15 @@ def test_mixtral_routing_weights_stay_fp32_and_promote_the_weighted_output():
     qwen = from_hf_config({**narrow, "model_type": "qwen3_moe", "num_experts": 8, "moe_intermediate_size": 96})
     routing_qwen = tok * 8 * 2 + tok * 2 * (2 + 8) + rows * (3 * 8 + 2 + 4)
     assert act._moe_forward_transient(qwen, x) == routing_qwen + rows * 384 * 4 * 2
+
+
+def test_generate_ids_at_the_sampling_instant():
+    # caller's input_ids + attention_mask, prefill position_ids (b·s each); input_ids grown to s + n,
+    # position_ids to s + n − 1 (int64)
+    from budgets.engine.components import activations as act
+
+    b, s, n = 32, 64, 192
+    pd = estimate(_gen(LLAMA, b=b, s=s, n=n, precision="bf16")).per_device
+    kv_final = 2 * 4 * 2 * 64 * 2 * b * (s + n - 1)
+    sample = _phase(pd, "sample").bytes - pd.component("weights").bytes - kv_final
+    assert sample == act.logits_sample(b, 32000, 2) + b * (3 * s + 2 * (s + n) - 1) * 8
