@@ -392,6 +392,9 @@ def test_sliding_sdpa_mask_is_batch_broadcast_without_a_padding_mask():
     assert act.attention_masks(gemma3, x, "sdpa", 256, batch_broadcast=True) == (256 * 256, 4 * 256 * 256 * 4)
     # static cache: generate builds the masks up front and makes them contiguous
     assert act.attention_masks(gemma3, x, "sdpa", 256) == (4 * 256 * 256, 4 * 256 * 256 * 4)
+    # a static cache of 275 slots: the sliding layers' prefill mask spans the prompt only
+    static_x = act.Shape(b=4, s=256, k=275, h=384, q=384, kv=128, heads=6, inter=1024, vocab=32000, d=4)
+    assert act.attention_masks(gemma3, static_x, "sdpa", 275) == (4 * 256 * 256, 4 * 256 * 256 * 4)
     mistral = {**LLAMA, "model_type": "mistral", "sliding_window": 64}
     dyn = estimate(_gen(mistral, b=4, s=256, n=2)).per_device
     static = estimate(_gen(mistral, b=4, s=256, n=2, layout="contiguous")).per_device

@@ -98,8 +98,9 @@ def attention_masks(
     `_ignore_causal_mask_sdpa`), and torch's SDPA converts a bool mask into an additive one in the
     query dtype on every call (aten attention.cpp `convert_boolean_attn_mask`)."""
     window = spec.sliding_window if spec.num_sliding_layers else 0
-    # in decode the sliding layers attend to window positions (DynamicSlidingWindowLayer.get_mask_sizes)
-    k_sliding = x.k if (x.s > 1 or not window) else min(x.k, window)
+    # in decode the sliding layers attend to window positions, in prefill to the prompt, not to a static
+    # cache's full length (DynamicSlidingWindowLayer / StaticSlidingWindowLayer.get_mask_sizes)
+    k_sliding = min(x.k, max(x.s, window)) if window else x.k
     two = bool(window) and spec.model_type not in ONE_MASK_WITH_WINDOW
     if attention == "eager":
         if two:
