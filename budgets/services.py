@@ -11,6 +11,12 @@ from .engine import Workload as WorkloadSpec
 from .engine import estimate
 from .models import Workload
 
+MAX_BUDGET_BYTES = 2**60  # 1 EiB per device or host: beyond any machine, and beyond 64-bit columns' comfort
+
+
+class BudgetOutOfRange(ValueError):
+    """A valid description whose budget no machine could hold (a typo in a size, most often)."""
+
 
 def workload_validate(data: Any) -> WorkloadSpec:
     """The edge: raw JSON → typed workload (raises pydantic.ValidationError naming each bad field)."""
@@ -18,8 +24,20 @@ def workload_validate(data: Any) -> WorkloadSpec:
 
 
 def budget_estimate(spec: WorkloadSpec) -> dict[str, Any]:
-    """The budget object of the contract for a validated workload."""
-    return estimate(spec).as_contract()
+    """The budget object of the contract for a validated workload.
+
+    Raises BudgetOutOfRange, naming the largest component, when any figure passes 1 EiB.
+    """
+    budget = estimate(spec).as_contract()
+    per_device = budget["per_device"]
+    figures = [per_device["total"]["high"], budget["host"]["ram_bytes"], budget["host"]["disk_bytes"]]
+    if max(figures) > MAX_BUDGET_BYTES:
+        name, component = max(per_device["components"].items(), key=lambda item: item[1]["high"])
+        raise BudgetOutOfRange(
+            f"the budget passes 1 EiB per device (largest component: {name}, {component['high']:.3e} bytes); "
+            "check the sizes, token counts and concurrency"
+        )
+    return budget
 
 
 def _model_label(spec: WorkloadSpec) -> str:

@@ -34,7 +34,8 @@ def test_docs_page_needs_no_cdn(admin_client) -> None:  # type: ignore[no-untype
 
 
 def _settings_error(**env: str) -> str:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "CELERY_"))}
+    prefixes = ("DJANGO_", "DATABASE_", "CELERY_", "API_", "LOG_", "VRAMPLAN_", "NODE_")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
     result = subprocess.run(
         [
             sys.executable,
@@ -59,6 +60,10 @@ def _settings_error(**env: str) -> str:
         ({"DJANGO_DEBUG": "1", "DATABASE_URL": "mysql2://nowhere/x"}, "DATABASE_URL"),
         ({"DJANGO_DEBUG": "1", "CELERY_BROKER_URL": "amqp://guest@localhost//"}, "CELERY_BROKER_URL"),
         ({"DJANGO_DEBUG": "1", "ALLOWED_HOSTS": "a,,b"}, "ALLOWED_HOSTS"),
+        ({"DJANGO_DEBUG": "1", "API_THROTTLE_RATE": "banana"}, "API_THROTTLE_RATE"),
+        ({"DJANGO_DEBUG": "1", "LOG_LEVEL": "loud"}, "LOG_LEVEL"),
+        ({"DJANGO_DEBUG": "1", "VRAMPLAN_FIXTURES_DIR": "/nowhere"}, "VRAMPLAN_FIXTURES_DIR"),
+        ({"DJANGO_DEBUG": "1", "NODE_HEARTBEAT_SECONDS": "1"}, "NODE_HEARTBEAT_SECONDS"),
     ],
 )
 def test_bad_settings_fail_at_start_naming_the_variable(env, variable) -> None:  # type: ignore[no-untyped-def]

@@ -1,6 +1,7 @@
 """API-wide error handling that keeps every failure a clear 4xx.
 
-- pydantic validation errors become 400s keyed by dotted field path (``inference.concurrent_sessions``);
+- pydantic validation errors become 400s keyed by dotted field path (``inference.concurrent_sessions``),
+  each message naming the allowed values or range (``budgets.engine.validation_errors``);
 - deleting a catalog row that others still reference is a 409 naming them (``on_delete=PROTECT``);
 - an unknown ``/api/`` URL is a JSON 404, like every other API answer.
 
@@ -20,14 +21,8 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-
-def pydantic_errors(exc: PydanticValidationError) -> dict[str, list[str]]:
-    """Map pydantic errors to ``{"inference.concurrent_sessions": ["..."]}`` like DRF's field errors."""
-    errors: dict[str, list[str]] = {}
-    for error in exc.errors(include_url=False):
-        path = ".".join(str(part) for part in error["loc"]) or "non_field_errors"
-        errors.setdefault(path, []).append(error["msg"])
-    return errors
+from budgets.engine import validation_errors
+from budgets.services import BudgetOutOfRange
 
 
 def _protected_detail(exc: ProtectedError | RestrictedError) -> dict[str, Any]:
@@ -39,7 +34,9 @@ def _protected_detail(exc: ProtectedError | RestrictedError) -> dict[str, Any]:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, PydanticValidationError):
-        return Response(pydantic_errors(exc), status=status.HTTP_400_BAD_REQUEST)
+        return Response(validation_errors(exc), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, BudgetOutOfRange):
+        return Response({"workload": [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, ProtectedError | RestrictedError):
         return Response(_protected_detail(exc), status=status.HTTP_409_CONFLICT)
     return drf_exception_handler(exc, context)

@@ -1,7 +1,10 @@
-"""Request parsers that refuse NUL characters, naming the field.
+"""Request parsers that refuse text no field can hold, naming where it was.
 
-PostgreSQL text and jsonb cannot hold a NUL, and no vramplan field needs one: refusing it here turns
-what would be a database error (a 500) into a 400 that says where it was.
+PostgreSQL text and jsonb cannot hold a NUL or a lone UTF-16 surrogate (``"\ud800"`` is valid JSON
+but not valid UTF-8), and no vramplan field needs either: refusing them here turns what would be a
+database error (a 500) into a 400. JSON nested deeper than ``MAX_DEPTH`` is refused too: no
+workload or catalog object is deeper than a few levels, and Python's recursion limit is not a
+validation rule.
 """
 
 from __future__ import annotations
@@ -13,33 +16,51 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 
 NUL = "\x00"
+MAX_DEPTH = 32  # nesting levels of objects and lists
 
 
-def _nul_paths(value: Any, path: str = "") -> Iterator[str]:
+def _storable(text: str) -> bool:
+    if NUL in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True
+
+
+def _bad_paths(value: Any, path: str = "", depth: int = 0) -> Iterator[str]:
+    if depth > MAX_DEPTH:
+        raise ParseError(f"The body is nested more than {MAX_DEPTH} levels deep.")
     if isinstance(value, str):
-        if NUL in value:
+        if not _storable(value):
             yield path or "body"
     elif isinstance(value, dict):
         for key, item in value.items():
             child = f"{path}.{key}" if path else str(key)
-            if NUL in str(key):
+            if not _storable(str(key)):
                 yield child
-            yield from _nul_paths(item, child)
+            yield from _bad_paths(item, child, depth + 1)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _nul_paths(item, f"{path}.{index}" if path else str(index))
+            yield from _bad_paths(item, f"{path}.{index}" if path else str(index), depth + 1)
 
 
 def reject_nul(data: Any) -> Any:
-    fields = list(_nul_paths(data))
+    """Refuse NUL characters and lone surrogates anywhere in ``data``, naming the first fields."""
+    fields = [f.encode("utf-8", "replace").decode("utf-8").replace(NUL, "\\0") for f in _bad_paths(data)]
     if fields:
-        raise ParseError(f"NUL characters are not allowed (in {', '.join(fields[:5])}).")
+        raise ParseError(f"NUL characters and unpaired surrogates are not allowed (in {', '.join(fields[:5])}).")
     return data
 
 
 class NulSafeJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):  # type: ignore[no-untyped-def]
-        return reject_nul(super().parse(stream, media_type, parser_context))
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError(f"The body is nested more than {MAX_DEPTH} levels deep.") from None
+        return reject_nul(data)
 
 
 class NulSafeFormParser(FormParser):

@@ -4,6 +4,8 @@ Every variable is listed in ``.env.example`` and the README. A bad value stops t
 with a message that names the variable, instead of failing later in a request.
 """
 
+import os
+import re
 from pathlib import Path
 
 import environ
@@ -28,6 +30,28 @@ def env_bool(name: str, default: bool) -> bool:
     if raw in _FALSE:
         return False
     raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use one of 1/0, true/false, yes/no, on/off.")
+
+
+def env_path(name: str, default: Path) -> Path:
+    """A path setting; relative paths are taken from the project folder, not the working directory."""
+    raw = env.str(name, default="")
+    path = Path(raw) if raw else default
+    return path if path.is_absolute() else BASE_DIR / path
+
+
+def env_choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
+    raw = env.str(name, default=default).strip()
+    if raw.upper() not in allowed:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not one of {', '.join(allowed)}.")
+    return raw.upper()
+
+
+def env_rate(name: str, default: str) -> str:
+    """A DRF throttle rate: ``600/minute``, ``10/s``, ``1000/hour``, ``5000/day``."""
+    raw = env.str(name, default=default).strip()
+    if not re.fullmatch(r"[1-9]\d{0,8}/(s|sec|second|m|min|minute|h|hour|d|day)", raw):
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a rate; use N/second, N/minute, N/hour or N/day.")
+    return raw
 
 
 def env_int(name: str, default: int, minimum: int = 0) -> int:
@@ -140,7 +164,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(VAR_DIR / "static")))
+STATIC_ROOT = env_path("STATIC_ROOT", VAR_DIR / "static")
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise serves from here (collectstatic fills it)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -162,11 +186,11 @@ REST_FRAMEWORK = {
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "vramplan.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "vramplan.api.exception_handler",
-    "DEFAULT_THROTTLE_RATES": {"user": env.str("API_THROTTLE_RATE", default="600/minute")},
+    "DEFAULT_THROTTLE_RATES": {"user": env_rate("API_THROTTLE_RATE", "600/minute")},
     "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
 }
 
@@ -196,7 +220,7 @@ if CELERY_BROKER_URL.split("://", 1)[0] not in {"filesystem", "redis", "rediss",
         "embedded filesystem transport."
     )
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    _broker_dir = Path(env.str("CELERY_FILESYSTEM_DIR", default=str(VAR_DIR / "broker")))
+    _broker_dir = env_path("CELERY_FILESYSTEM_DIR", VAR_DIR / "broker")
     for _sub in ("queue", "processed"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -227,11 +251,28 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "root": {
+        "handlers": ["console"],
+        "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
+    },
 }
 
-if not DEBUG:
-    SESSION_COOKIE_HTTPONLY = True
-    CSRF_COOKIE_HTTPONLY = True
-    X_FRAME_OPTIONS = "DENY"
-    SECURE_CONTENT_TYPE_NOSNIFF = True
+# Behind TLS (the production case) cookies are sent over HTTPS only. The redirect to HTTPS and HSTS
+# are off by default because TLS usually ends at a proxy in front of gunicorn; turn them on there.
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_HTTPONLY = True
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_SECONDS > 0
+if env_bool("USE_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+X_FRAME_OPTIONS = "DENY"
+
+# Model presets for the budget engine (read by budgets.engine through this environment variable).
+_fixtures = env.str("VRAMPLAN_FIXTURES_DIR", default="")
+if _fixtures:
+    _fixtures_dir = env_path("VRAMPLAN_FIXTURES_DIR", BASE_DIR / "fixtures")
+    if not (_fixtures_dir / "model_presets.json").is_file():
+        raise ImproperlyConfigured(f"VRAMPLAN_FIXTURES_DIR={_fixtures!r} has no model_presets.json.")
+    os.environ["VRAMPLAN_FIXTURES_DIR"] = str(_fixtures_dir)

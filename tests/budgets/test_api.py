@@ -143,3 +143,42 @@ def test_model_presets_list_and_detail(api) -> None:  # type: ignore[no-untyped-
     detail = api.get("/api/v1/model-presets/llama-3.1-8b/").json()
     assert detail["parameter_count"] == 8_030_261_248
     assert api.get("/api/v1/model-presets/no-such-model/").status_code == 404
+
+
+def test_a_budget_beyond_any_machine_is_a_400_not_a_database_error(api) -> None:  # type: ignore[no-untyped-def]
+    huge = {
+        "name": "typo",
+        "task": "custom",
+        "custom": {
+            "components": [{"name": "scene", "category": "weights", "bytes": 10**15, "per_concurrent": True}],
+            "concurrency": 100_000,
+        },
+    }
+    for url in ("/api/v1/estimate", "/api/v1/workloads/"):
+        response = api.post(url, huge, format="json")
+        assert response.status_code == 400, response.content
+        assert "1 EiB" in response.json()["workload"][0]
+    assert api.get("/api/v1/workloads/").json()["count"] == 0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"name": "chat\\u0000", "model": {"preset": "gpt2"}}',
+        '{"name": "x", "model": {"hf_config": {"junk": "\\ud800"}}}',
+        "[" * 5000 + "]" * 5000,
+        '{"a":' * 40 + "1" + "}" * 40,
+    ],
+    ids=["nul", "lone-surrogate", "deep-list", "deep-object"],
+)
+def test_unstorable_or_absurdly_nested_bodies_are_400(api, body) -> None:  # type: ignore[no-untyped-def]
+    response = api.generic("POST", "/api/v1/workloads/", body, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert api.get("/api/v1/workloads/").json()["count"] == 0
+
+
+def test_pagination_limits_are_clamped(api) -> None:  # type: ignore[no-untyped-def]
+    api.post("/api/v1/workloads/", CHAT, format="json")
+    response = api.get("/api/v1/workloads/?limit=99999999999999999999&offset=99999999999999999999")
+    assert response.status_code == 200
+    assert response.json()["results"] == []

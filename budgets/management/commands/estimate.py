@@ -13,9 +13,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from pydantic import ValidationError
 
-from vramplan.api import pydantic_errors
-
-from ...engine import estimate, render_table
+from ...engine import estimate, render_table, validation_errors
 from ...services import workload_validate
 
 
@@ -35,7 +33,7 @@ def validated(path: str):  # type: ignore[no-untyped-def]
     try:
         return workload_validate(read_workload_file(path))
     except ValidationError as exc:
-        lines = [f"  {field}: {'; '.join(msgs)}" for field, msgs in pydantic_errors(exc).items()]
+        lines = [f"  {message}" for messages in validation_errors(exc).values() for message in messages]
         raise CommandError(f"{path} is not a valid workload:\n" + "\n".join(lines)) from None
 
 
