@@ -11,7 +11,7 @@ mkdir -p var
 
 "$BIN/python" manage.py migrate --no-input
 "$BIN/python" manage.py loadcatalog
-"$BIN/python" manage.py createdemouser
+"$BIN/python" manage.py createdemouser --base-url "http://$HOST:$PORT"
 
 # One local worker with an embedded beat (node heartbeats); stopped when the server stops.
 "$BIN/celery" -A vramplan worker --beat --concurrency 1 --loglevel INFO \
