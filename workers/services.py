@@ -46,9 +46,7 @@ def node_configuration_match(inventory: NodeInventory) -> Configuration | None:
         .filter(kind=ConfigurationKind.GPU, device_count=inventory.device_count)
     )
     matches = [
-        c
-        for c in candidates
-        if _memory_matches(reported, c.usable_memory_bytes) and _capability_matches(capability, c)
+        c for c in candidates if _memory_matches(reported, c.usable_memory_bytes) and _capability_matches(capability, c)
     ]
     if len(matches) > 1 and inventory.driver_version:
         branch = f"R{inventory.driver_version.split('.')[0]}"

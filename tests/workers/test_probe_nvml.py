@@ -79,9 +79,7 @@ def test_configured_devices_processes_and_memory(fake_nvml_dir: Path) -> None:
 
 def test_driver_without_memory_v2_falls_back_to_v1(fake_nvml_dir: Path) -> None:
     """Before R510 there is no nvmlDeviceGetMemoryInfo_v2; v1's ``used`` includes the reserve."""
-    inventory = probe_with_fake_nvml(
-        fake_nvml_dir, FAKE_NVML_MEMORY_V2_RESULT="13", FAKE_NVML_PROCESSES="0:7:1000"
-    )
+    inventory = probe_with_fake_nvml(fake_nvml_dir, FAKE_NVML_MEMORY_V2_RESULT="13", FAKE_NVML_PROCESSES="0:7:1000")
 
     device = inventory["nvml"]["devices"][0]
     assert device["memory_info_version"] == 1

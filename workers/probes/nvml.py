@@ -124,9 +124,7 @@ def _memory(nv: ModuleType, handle: Any) -> tuple[int | None, int | None, int | 
         try:
             info = nv.nvmlDeviceGetMemoryInfo(handle, version=version_v2)
             return _positive(info.total), info.reserved, info.free, info.used, 2
-        except _errors(
-            nv, "NVMLError_FunctionNotFound", "NVMLError_ArgumentVersionMismatch", "NVMLError_NotSupported"
-        ):
+        except _errors(nv, "NVMLError_FunctionNotFound", "NVMLError_ArgumentVersionMismatch", "NVMLError_NotSupported"):
             pass  # a driver before R510: no nvmlDeviceGetMemoryInfo_v2
     try:
         info = nv.nvmlDeviceGetMemoryInfo(handle)
