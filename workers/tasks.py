@@ -2,32 +2,70 @@
 
 Heartbeats are per node: every worker also consumes the queue ``node.<its node name>`` (added when it
 starts), records its node as soon as it is ready, and beat's ``node_heartbeat_dispatch`` sends one
-``node_heartbeat`` to each known node's queue. A heartbeat sent to the shared queue would reach one
-random worker; one sent to a node's queue reaches that node. Messages expire after one period, so a
-node whose worker is gone does not pile them up.
+``node_heartbeat`` to the queue of each node heard from within the last ``SILENT_AFTER_PERIODS``
+heartbeat periods. A heartbeat sent to the shared queue would reach one random worker; one sent to a
+node's queue reaches that node.
+
+What keeps a gone node's queue from growing:
+
+* Dispatch stops once its node has been silent for ``SILENT_AFTER_PERIODS`` periods, so at most that
+  many heartbeats are ever queued for it. A node that comes back records itself when its worker
+  starts (``_register_node_on_start``) and is dispatched to again from then on.
+* Each message carries ``expires`` (one period), but on Redis and the filesystem transport that is
+  only checked by a worker that consumes the message: it does not remove an unconsumed message.
+* On Redis (kombu >= 5.6 honours ``x-expires`` there), the node queue is declared, by the dispatcher
+  and by the worker alike, with ``expires`` = ``SILENT_AFTER_PERIODS`` periods: every publish or
+  poll resets a ``PEXPIRE`` on the queue's lists, so they vanish that long after the last heartbeat
+  sent to the node; its ``_kombu.binding.node.<name>`` table gets a deadline and is swept by any
+  worker that consumes an expiring queue once unrefreshed for max(2 × expires, 1 h).
+* The filesystem transport (the embedded broker) ignores ``x-expires``: up to
+  ``SILENT_AFTER_PERIODS`` message files per gone node stay in its queue folder, and its exchange
+  file in the control folder, until removed by hand.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from celery import shared_task
 from celery.signals import celeryd_after_setup, worker_ready
 from django.conf import settings
+from django.utils import timezone
+from kombu import Exchange, Queue
 
 from catalog.models import Node
 from workers import agent
 
 logger = logging.getLogger(__name__)
 
+#: A node not heard from for this many heartbeat periods gets no more heartbeats (see above).
+SILENT_AFTER_PERIODS = 3
+
+
+def heartbeat_period_s() -> float:
+    """Seconds between two heartbeat dispatches (``NODE_HEARTBEAT_SECONDS``)."""
+    return float(settings.CELERY_BEAT_SCHEDULE["node-heartbeat"]["schedule"])
+
 
 def node_queue(name: str) -> str:
+    """The name of node ``name``'s own queue."""
     return f"node.{name}"
+
+
+def node_queue_declaration(name: str) -> Queue:
+    """Node ``name``'s queue as the dispatcher and the worker both declare it: it expires when unused.
+
+    Same exchange and routing key as Celery's queues created on demand (a direct exchange named
+    after the queue), plus ``expires`` (``x-expires``) of ``SILENT_AFTER_PERIODS`` periods.
+    """
+    queue = node_queue(name)
+    return Queue(queue, Exchange(queue), routing_key=queue, expires=SILENT_AFTER_PERIODS * heartbeat_period_s())
 
 
 @celeryd_after_setup.connect
 def _consume_own_node_queue(sender, instance, **kwargs) -> None:  # type: ignore[no-untyped-def]
-    instance.app.amqp.queues.select_add(node_queue(agent.node_name()))
+    instance.app.amqp.queues.select_add(node_queue_declaration(agent.node_name()))
 
 
 @worker_ready.connect
@@ -49,9 +87,13 @@ def node_heartbeat() -> dict[str, object]:
 
 @shared_task(name="workers.tasks.node_heartbeat_dispatch", ignore_result=True)
 def node_heartbeat_dispatch() -> int:
-    """Send one heartbeat to each registered node's own queue; returns how many were sent."""
-    period_s = float(settings.CELERY_BEAT_SCHEDULE["node-heartbeat"]["schedule"])
-    names = list(Node.objects.values_list("name", flat=True))
+    """Send one heartbeat to the queue of each node heard from within ``SILENT_AFTER_PERIODS`` periods.
+
+    Returns how many were sent. Nodes silent for longer get none, so no queue of a gone node grows.
+    """
+    period_s = heartbeat_period_s()
+    heard_since = timezone.now() - timedelta(seconds=SILENT_AFTER_PERIODS * period_s)
+    names = list(Node.objects.filter(last_heartbeat_at__gte=heard_since).values_list("name", flat=True))
     for name in names:
-        node_heartbeat.apply_async(queue=node_queue(name), expires=period_s)
+        node_heartbeat.apply_async(queue=node_queue_declaration(name), expires=period_s)
     return len(names)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
@@ -144,9 +145,7 @@ def test_compute_capability_tells_a100_from_h100() -> None:
     """Both are "80 GB" within 7%; NVML's compute capability (9.0 here) is exact and separates them."""
     ampere = ArchitectureFactory(compute_capability_major=8, compute_capability_minor=0)
     hopper = ArchitectureFactory(compute_capability_major=9, compute_capability_minor=0)
-    ConfigurationFactory(
-        accelerator=AcceleratorFactory(architecture=ampere), device_count=2, nvlink_domain_size=2
-    )
+    ConfigurationFactory(accelerator=AcceleratorFactory(architecture=ampere), device_count=2, nvlink_domain_size=2)
     h100 = ConfigurationFactory(
         accelerator=AcceleratorFactory(architecture=hopper), device_count=2, nvlink_domain_size=2
     )
@@ -157,10 +156,43 @@ def test_compute_capability_tells_a100_from_h100() -> None:
 def test_driver_branch_breaks_a_tie() -> None:
     h100 = AcceleratorFactory(marketed_memory_bytes=80 * 10**9)
     ConfigurationFactory(accelerator=h100, device_count=2, nvlink_domain_size=2, driver_version="535.247.01")
-    r550 = ConfigurationFactory(
-        accelerator=h100, device_count=2, nvlink_domain_size=2, driver_version="550.163.01"
-    )
+    r550 = ConfigurationFactory(accelerator=h100, device_count=2, nvlink_domain_size=2, driver_version="550.163.01")
 
     node = node_heartbeat_record("gpu-node-a", nvml_inventory(gpu(0), gpu(1), driver="550.54.15"))
 
     assert node.configuration == r550
+
+
+def test_dispatch_skips_nodes_silent_for_more_than_k_periods(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Heartbeats go to nodes heard from within SILENT_AFTER_PERIODS periods only: a gone node's queue stays put."""
+    period_s = tasks.heartbeat_period_s()
+    limit = timedelta(seconds=tasks.SILENT_AFTER_PERIODS * period_s)
+    now = timezone.now()
+    Node.objects.create(name="fresh", last_heartbeat_at=now)
+    Node.objects.create(name="almost-silent", last_heartbeat_at=now - limit + timedelta(seconds=30))
+    Node.objects.create(name="silent", last_heartbeat_at=now - limit - timedelta(seconds=1))
+    Node.objects.create(name="never-heard", last_heartbeat_at=None)
+    sent: list[tuple[str, float | None, float]] = []
+
+    def apply_async(*args, queue, expires, **kwargs):  # type: ignore[no-untyped-def]
+        sent.append((queue.name, queue.expires, expires))
+
+    monkeypatch.setattr(tasks.node_heartbeat, "apply_async", apply_async)
+
+    assert tasks.node_heartbeat_dispatch.apply().get() == 2
+
+    queue_expires = tasks.SILENT_AFTER_PERIODS * period_s
+    assert sorted(sent) == [
+        ("node.almost-silent", queue_expires, period_s),
+        ("node.fresh", queue_expires, period_s),
+    ]
+
+
+def test_node_queue_expires_after_k_periods_and_routes_like_celerys_own(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.CELERY_BEAT_SCHEDULE = {"node-heartbeat": {"task": "x", "schedule": 20.0}}
+
+    queue = tasks.node_queue_declaration("gpu-node-a")
+
+    assert queue.name == queue.routing_key == queue.exchange.name == "node.gpu-node-a"
+    assert queue.exchange.type == "direct"
+    assert queue.expires == tasks.SILENT_AFTER_PERIODS * 20.0

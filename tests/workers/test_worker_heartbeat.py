@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import quote
 
@@ -24,6 +25,7 @@ import pytest
 import redis
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from catalog.models import Node
 from tests.conftest import skip_or_fail
@@ -39,9 +41,7 @@ NODE_TIMEOUT_S = 60.0
 def _require_services() -> None:
     broker = settings.CELERY_BROKER_URL
     if not broker.startswith(("redis://", "rediss://")):
-        skip_or_fail(
-            f"CELERY_BROKER_URL is {broker.split('://')[0]}://, not Redis (set redis://HOST:PORT/DB)"
-        )
+        skip_or_fail(f"CELERY_BROKER_URL is {broker.split('://')[0]}://, not Redis (set redis://HOST:PORT/DB)")
     if connection.vendor != "postgresql":
         skip_or_fail(f"the database is {connection.vendor}, not PostgreSQL (set DATABASE_URL=postgres://...)")
     try:
@@ -59,6 +59,37 @@ def _test_database_url() -> str:
     host = db["HOST"] or "localhost"
     port = f":{db['PORT']}" if db.get("PORT") else ""
     return f"postgres://{credentials}@{host}{port}/{quote(db['NAME'], safe='')}"
+
+
+BINDING_DEADLINES_KEY = "_kombu.binding_deadlines"  # kombu's sorted set: exchange → when its bindings go
+PIDBOX_EXCHANGE = "celery.pidbox"  # remote control: a worker's mailbox queue is bound there, and expires
+
+
+def redis_keys(queue: str) -> set[bytes]:
+    """The keys kombu keeps for ``queue``: its lists (one per priority), ``_kombu.binding*.<queue>``."""
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    return {key for key in broker.scan_iter(match=f"*{queue}*") if queue.encode() in key}
+
+
+def delete_queue_keys(*queues: str) -> None:
+    """Remove every trace ``queues`` left in Redis, including their exchanges' binding deadlines.
+
+    Each queue here has a direct exchange of the same name (Celery's and ``node_queue_declaration``'s).
+    """
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    for queue in queues:
+        for key in redis_keys(queue):
+            broker.delete(key)
+        broker.zrem(BINDING_DEADLINES_KEY, queue)
+    left = {queue: redis_keys(queue) for queue in queues if redis_keys(queue)}
+    assert not left, f"Redis keys left behind: {left}"
+
+
+def drop_orphan_deadline(exchange: str) -> None:
+    """Forget ``exchange``'s binding deadline once no binding table is left for it (as kombu's sweep would)."""
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    if not broker.exists(f"_kombu.binding.{exchange}"):
+        broker.zrem(BINDING_DEADLINES_KEY, exchange)
 
 
 @dataclass
@@ -125,11 +156,11 @@ def start_worker(transactional_db, tmp_path: Path) -> Iterator[Callable[..., Wor
 
     yield start
 
-    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     for worker in workers:
         worker.stop()
-        for key in broker.scan_iter(match=f"*{worker.queue}*"):  # the queue, its priority lists, bindings
-            broker.delete(key)
+        delete_queue_keys(worker.queue, tasks.node_queue(worker.node_name))
+    if workers:
+        drop_orphan_deadline(PIDBOX_EXCHANGE)
         print(f"--- log of worker {worker.node_name} (exit {worker.process.returncode}) ---\n{worker.log()}")
 
 
@@ -187,4 +218,39 @@ def test_worker_registers_at_start_and_answers_on_its_node_queue(start_worker) -
         time.sleep(0.25)
     else:
         pytest.fail(f"the heartbeat sent to {tasks.node_queue(worker.node_name)} was not answered:\n{worker.log()}")
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(tasks.node_queue(worker.node_name))
+    # The worker declared its queue as expiring too, so kombu keeps a deadline for its binding table.
+    assert redis.Redis.from_url(settings.CELERY_BROKER_URL).zscore(
+        BINDING_DEADLINES_KEY, tasks.node_queue(worker.node_name)
+    )
+
+
+@pytest.mark.django_db
+def test_dispatch_declares_node_queues_that_redis_expires(settings) -> None:  # type: ignore[no-untyped-def]
+    """No worker here: what a dispatch leaves in Redis for a node expires on its own, and a silent node gets nothing.
+
+    Nothing consumes ``node.<name>`` in this test, as for a node whose worker has gone: the queue's list
+    carries a TTL of SILENT_AFTER_PERIODS periods (reset by each publish), and its binding table a deadline.
+    """
+    _require_services()
+    tag = uuid.uuid4().hex[:10]
+    fresh, silent = f"itest-fresh-{tag}", f"itest-silent-{tag}"
+    period_s = tasks.heartbeat_period_s()
+    now = timezone.now()
+    Node.objects.create(name=fresh, last_heartbeat_at=now)
+    Node.objects.create(
+        name=silent, last_heartbeat_at=now - timedelta(seconds=(tasks.SILENT_AFTER_PERIODS + 1) * period_s)
+    )
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    fresh_queue, silent_queue = tasks.node_queue(fresh), tasks.node_queue(silent)
+    try:
+        assert tasks.node_heartbeat_dispatch.apply().get() == 1
+
+        assert broker.llen(fresh_queue) == 1
+        ttl_ms = broker.pttl(fresh_queue)
+        assert 0 < ttl_ms <= tasks.SILENT_AFTER_PERIODS * period_s * 1000
+        assert broker.exists(f"_kombu.binding.{fresh_queue}")
+        assert broker.zscore(BINDING_DEADLINES_KEY, fresh_queue) is not None
+        assert not broker.exists(f"_kombu.binding_permanent.{fresh_queue}")  # that one would never be swept
+        assert redis_keys(silent_queue) == set()
+    finally:
+        delete_queue_keys(fresh_queue, silent_queue)
