@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from catalog.units import format_bytes
 
 from . import services
+from .engine import validation_errors
 from .models import Workload
 
 COMPONENT_COLOURS = {
@@ -130,8 +131,11 @@ class WorkloadAdmin(admin.ModelAdmin):
         for workload in queryset:
             try:
                 services.workload_reestimate(workload)
-            except (ValidationError, services.BudgetOutOfRange) as exc:
+            except ValidationError as exc:
                 # A description stored under an older schema or preset list: say which, keep going.
+                reasons = "; ".join(m for ms in validation_errors(exc).values() for m in ms)
+                self.message_user(request, f"{workload}: not re-estimated: {reasons}", messages.ERROR)
+            except services.BudgetOutOfRange as exc:
                 self.message_user(request, f"{workload}: not re-estimated: {exc}", messages.ERROR)
             else:
                 done += 1

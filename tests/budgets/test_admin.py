@@ -54,7 +54,7 @@ def test_reestimate_action_reports_invalid_rows_and_keeps_going(admin_client, us
     )
     assert response.status_code == 200
     text = response.content.decode()
-    assert "stale: not re-estimated" in text
+    assert "Stale: not re-estimated: model: unknown preset &#x27;gone-1b&#x27;" in text
     assert "Re-estimated 1 workload(s)." in text
     good.refresh_from_db()
     assert good.peak_bytes == good.budget["per_device"]["total"]["bytes"] > 1
