@@ -16,14 +16,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from vramplan.openapi import BAD_REQUEST, NOT_FOUND, THROTTLED, UNAUTHORIZED
+from vramplan.parsers import NulSafeJSONParser
 
 from .. import services
 from ..engine import Workload as WorkloadSpec
 from ..engine import load_presets
 from ..models import Workload
 from .serializers import BudgetSerializer, ModelPresetSerializer, WorkloadSerializer
-
-WORKLOAD_BODY = WorkloadSpec  # drf-spectacular renders the pydantic model's JSON Schema
 
 
 def _body(request: Request) -> object:
@@ -33,10 +32,12 @@ def _body(request: Request) -> object:
 
 
 class EstimateView(APIView):
+    parser_classes = [NulSafeJSONParser]  # a workload is JSON; form bodies would reach pydantic as a QueryDict
+
     @extend_schema(
         operation_id="estimate",
         tags=["budgets"],
-        request=WORKLOAD_BODY,
+        request=WorkloadSpec,
         responses={200: BudgetSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED, 429: THROTTLED},
         description="Budget a workload without storing it: per-device memory by component, at the peak.",
     )
@@ -56,6 +57,7 @@ class WorkloadViewSet(
     """Your stored workloads (staff see everyone's); each keeps its latest budget."""
 
     serializer_class = WorkloadSerializer
+    parser_classes = [NulSafeJSONParser]
     filterset_fields = ["task"]
     ordering_fields = ["created_at", "peak_bytes", "name"]
 
@@ -65,7 +67,7 @@ class WorkloadViewSet(
         return Workload.objects.visible_to(self.request.user).select_related("owner")
 
     @extend_schema(
-        request=WORKLOAD_BODY,
+        request=WorkloadSpec,
         responses={201: WorkloadSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED, 429: THROTTLED},
     )
     def create(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
