@@ -23,7 +23,7 @@ cat <<MSG
 
   vramplan is starting on http://$HOST:$PORT/
     API         http://$HOST:$PORT/api/v1/
-    API docs    http://$HOST:$PORT/api/docs/   (sign in through the admin first)
+    API docs    http://$HOST:$PORT/api/docs/   (sign in at /api-auth/login/ or /admin/ first)
     OpenAPI     http://$HOST:$PORT/api/schema/
     Admin       http://$HOST:$PORT/admin/
     Worker log  var/worker.log  (Celery, pid $WORKER_PID)
