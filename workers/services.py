@@ -22,8 +22,9 @@ def node_configuration_match(inventory: NodeInventory) -> Configuration | None:
     """The one catalog configuration this inventory describes, or None when none or several fit.
 
     NVML device names and catalog accelerator names do not line up reliably ("NVIDIA H100 80GB HBM3"
-    vs "H100 SXM5 80GB"), so a GPU node matches on device count and per-device memory (the catalog's
-    usable figure where known, else marketed) within 7%, and on compute capability where both sides
+    vs "H100 SXM5 80GB"), so a GPU node matches on device count and per-device memory (NVML's total,
+    reserve included, against the catalog's usable figure where known, else marketed; the reserve is
+    under 1% of that) within 7%, and on compute capability where both sides
     know it (exact facts, so A100 80GB and H100 80GB stay apart). When several remain, the driver
     branch (R550 for 550.54.15) may single one out. Otherwise None: staff assign it in the admin.
     A host-probe node matches the CPU-only configuration when there is exactly one, or exactly one
@@ -62,6 +63,9 @@ def _capability_matches(capability: str | None, configuration: Configuration) ->
 def node_heartbeat_record(name: str, inventory: NodeInventory) -> Node:
     """Create or update the node called ``name`` from its inventory, stamped with the current time.
 
+    ``verified_usable_memory_bytes`` is the smallest device's total less the driver's reserve, or its
+    total where the driver reports no reserve; ``inventory["usable_memory_basis"]`` says which.
+
     A new node is matched to a catalog configuration (see :func:`node_configuration_match`); an
     existing node keeps whatever configuration it has, so staff's assignment is never overwritten.
     """
@@ -72,7 +76,7 @@ def node_heartbeat_record(name: str, inventory: NodeInventory) -> Node:
         "hostname": inventory.host.hostname[:255],
         "inventory": inventory.as_dict(),
         "device_count": inventory.device_count,
-        "verified_usable_memory_bytes": inventory.smallest_device_memory_bytes,
+        "verified_usable_memory_bytes": inventory.smallest_device_usable_memory_bytes,  # basis in the inventory
         "driver_version": (inventory.driver_version or "")[:24],
         "cuda_driver_version": (inventory.cuda_driver_version or "")[:16],
         "last_heartbeat_at": timezone.now(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from workers.probes.model import GpuDevice, HostInfo, NodeInventory, NvmlSystem
 
 H100_TOTAL_BYTES = 85_520_809_984
+RESERVED_BYTES = 566_231_040  # the driver's reserve gpu() reports (the fake NVML's default too)
 
 
 def host_info(architecture: str = "x86_64") -> HostInfo:
@@ -25,16 +26,19 @@ def host_info(architecture: str = "x86_64") -> HostInfo:
     )
 
 
-def gpu(index: int, total_bytes: int = H100_TOTAL_BYTES, name: str = "NVIDIA H100 80GB HBM3") -> GpuDevice:
+def gpu(
+    index: int, total_bytes: int = H100_TOTAL_BYTES, name: str = "NVIDIA H100 80GB HBM3", memory_info_version: int = 2
+) -> GpuDevice:
+    """A device as NVML reports it; ``memory_info_version=1`` plays a driver before R510 (no reserve apart)."""
     return GpuDevice(
         index=index,
         name=name,
         uuid=f"GPU-fa4e0000-0000-4000-8000-{index:012x}",
         total_memory_bytes=total_bytes,
-        reserved_memory_bytes=566_231_040,
-        free_memory_bytes=total_bytes - 566_231_040,
-        used_memory_bytes=0,
-        memory_info_version=2,
+        reserved_memory_bytes=RESERVED_BYTES if memory_info_version == 2 else None,
+        free_memory_bytes=total_bytes - RESERVED_BYTES,
+        used_memory_bytes=0 if memory_info_version == 2 else RESERVED_BYTES,
+        memory_info_version=memory_info_version,
         compute_capability="9.0",
         mig_mode="disabled",
         mig_mode_pending="disabled",

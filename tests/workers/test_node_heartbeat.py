@@ -14,7 +14,7 @@ from tests.factories import AcceleratorFactory, ArchitectureFactory, Configurati
 from workers import agent, tasks
 from workers.services import node_heartbeat_record
 
-from .inventories import H100_TOTAL_BYTES, gpu, host_inventory, nvml_inventory
+from .inventories import H100_TOTAL_BYTES, RESERVED_BYTES, gpu, host_inventory, nvml_inventory
 
 pytestmark = pytest.mark.django_db
 
@@ -36,13 +36,26 @@ def test_gpu_node_is_recorded_with_its_verified_memory() -> None:
     assert node.probe == ProbeKind.NVML
     assert node.hostname == "gpu-box-7"
     assert node.device_count == 2
-    assert node.verified_usable_memory_bytes == H100_TOTAL_BYTES - 2**20  # the smallest device
+    # the smallest device's total less the driver's reserve (nvmlMemory_v2_t reports it)
+    assert node.verified_usable_memory_bytes == H100_TOTAL_BYTES - 2**20 - RESERVED_BYTES
+    assert node.inventory["usable_memory_basis"] == "total-reserved"
+    assert node.inventory["usable_memory_bytes"] == node.verified_usable_memory_bytes
+    assert node.inventory["nvml"]["devices"][0]["usable_memory_bytes"] == H100_TOTAL_BYTES - RESERVED_BYTES
     assert node.driver_version == "550.54.15"
     assert node.cuda_driver_version == "12.4"
     assert node.last_heartbeat_at >= before
     assert node.inventory == inventory.as_dict()
     assert node.inventory["nvml"]["devices"][1]["uuid"] == "GPU-fa4e0000-0000-4000-8000-000000000001"
     assert node.configuration is None  # no catalog
+
+
+def test_driver_before_r510_gives_the_total_and_says_so() -> None:
+    """The v1 memory struct has no reserve apart: the usable figure is the total, labelled as such."""
+    node = node_heartbeat_record("old-driver", nvml_inventory(gpu(0, memory_info_version=1), driver="470.256.02"))
+
+    node.refresh_from_db()
+    assert node.verified_usable_memory_bytes == H100_TOTAL_BYTES
+    assert node.inventory["usable_memory_basis"] == "total (driver before R510 reports no reserve)"
 
 
 def test_host_node_is_labelled_and_has_no_gpu_figures() -> None:
@@ -52,6 +65,7 @@ def test_host_node_is_labelled_and_has_no_gpu_figures() -> None:
     assert node.probe == ProbeKind.HOST
     assert node.device_count == 0
     assert node.verified_usable_memory_bytes is None
+    assert node.inventory["usable_memory_basis"] is None
     assert node.driver_version == ""
     assert node.cuda_driver_version == ""
     assert node.inventory["probe"] == "host"

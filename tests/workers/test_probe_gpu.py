@@ -41,6 +41,10 @@ def test_real_gpu_inventory(gpu_inventory) -> None:  # type: ignore[no-untyped-d
             # says "allocated"): accept either reading, but one of them must add up.
             parts = device.free_memory_bytes + device.used_memory_bytes
             assert device.total_memory_bytes in (parts, parts + device.reserved_memory_bytes)
+            assert device.usable_memory_bytes == device.total_memory_bytes - device.reserved_memory_bytes
+            assert device.usable_memory_basis == "total-reserved"
+    usable = [d.usable_memory_bytes for d in gpu_inventory.devices if d.usable_memory_bytes]
+    assert gpu_inventory.smallest_device_usable_memory_bytes == (min(usable) if usable else None)
 
 
 def test_real_gpu_inventory_agrees_with_nvidia_smi(gpu_inventory) -> None:  # type: ignore[no-untyped-def]

@@ -42,10 +42,27 @@ def test_default_fake_reads_as_two_h100(fake_nvml_dir: Path) -> None:
         assert device["reserved_memory_bytes"] == FAKE_RESERVED_BYTES
         assert device["used_memory_bytes"] == 0
         assert device["free_memory_bytes"] == H100_TOTAL_BYTES - FAKE_RESERVED_BYTES
+        assert device["usable_memory_bytes"] == H100_TOTAL_BYTES - FAKE_RESERVED_BYTES
         assert device["compute_capability"] == "9.0"
         assert device["mig_mode"] == "disabled"
         assert device["processes"] == []
     assert inventory["host"]["logical_cpus"] >= 1  # the host is probed on GPU nodes too
+    assert inventory["usable_memory_bytes"] == H100_TOTAL_BYTES - FAKE_RESERVED_BYTES
+    assert inventory["usable_memory_basis"] == "total-reserved"
+
+
+def test_usable_memory_is_the_smallest_total_less_its_reserve(fake_nvml_dir: Path) -> None:
+    inventory = probe_with_fake_nvml(
+        fake_nvml_dir,
+        FAKE_NVML_MEMORY_TOTAL_BYTES="85899345920,42949672960",
+        FAKE_NVML_MEMORY_RESERVED_BYTES="1000000,2000000",
+    )
+
+    devices = inventory["nvml"]["devices"]
+    assert [d["reserved_memory_bytes"] for d in devices] == [1_000_000, 2_000_000]
+    assert [d["usable_memory_bytes"] for d in devices] == [85_899_345_920 - 1_000_000, 42_949_672_960 - 2_000_000]
+    assert inventory["usable_memory_bytes"] == 42_949_672_960 - 2_000_000
+    assert inventory["usable_memory_basis"] == "total-reserved"
 
 
 def test_configured_devices_processes_and_memory(fake_nvml_dir: Path) -> None:
@@ -86,6 +103,9 @@ def test_driver_without_memory_v2_falls_back_to_v1(fake_nvml_dir: Path) -> None:
     assert device["reserved_memory_bytes"] is None
     assert device["used_memory_bytes"] == FAKE_RESERVED_BYTES + 1000
     assert device["total_memory_bytes"] == H100_TOTAL_BYTES
+    assert device["usable_memory_bytes"] == H100_TOTAL_BYTES  # no reserve reported: the total, labelled so
+    assert inventory["usable_memory_bytes"] == H100_TOTAL_BYTES
+    assert inventory["usable_memory_basis"] == "total (driver before R510 reports no reserve)"
 
 
 @pytest.mark.parametrize(("mode", "expected"), [("1", "enabled"), ("unsupported", "unsupported")])

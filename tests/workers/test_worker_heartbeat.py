@@ -194,12 +194,25 @@ def test_worker_records_gpus_through_the_fake_nvml(start_worker, fake_nvml_dir: 
 
     assert node.probe == "nvml", node.inventory.get("nvml_unavailable_reason")
     assert node.device_count == 2
-    assert node.verified_usable_memory_bytes == 85_520_809_984
+    assert node.verified_usable_memory_bytes == 85_520_809_984 - 566_231_040  # total less the fake's reserve
+    assert node.inventory["usable_memory_basis"] == "total-reserved"
     assert node.driver_version == "550.54.15"
     assert node.cuda_driver_version == "12.4"
     devices = node.inventory["nvml"]["devices"]
     assert [d["name"] for d in devices] == ["NVIDIA H100 80GB HBM3"] * 2
     assert node.inventory["host"]["logical_cpus"] == psutil.cpu_count(logical=True)
+
+
+def test_worker_on_a_driver_before_r510_records_the_total_and_says_so(start_worker, fake_nvml_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    """The fake plays a driver without nvmlDeviceGetMemoryInfo_v2: no reserve apart, so the total, labelled."""
+    worker = start_worker(LD_LIBRARY_PATH=str(fake_nvml_dir), FAKE_NVML_MEMORY_V2_RESULT="13")
+
+    node = worker.wait_for_node()  # recorded at worker start
+
+    assert node.probe == "nvml", node.inventory.get("nvml_unavailable_reason")
+    assert node.verified_usable_memory_bytes == 85_520_809_984
+    assert node.inventory["usable_memory_basis"] == "total (driver before R510 reports no reserve)"
+    assert {d["memory_info_version"] for d in node.inventory["nvml"]["devices"]} == {1}
 
 
 def test_worker_registers_at_start_and_answers_on_its_node_queue(start_worker) -> None:  # type: ignore[no-untyped-def]

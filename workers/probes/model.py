@@ -15,6 +15,12 @@ INVENTORY_VERSION = 1  # bump when a field changes meaning; stored with every in
 ProbeName = Literal["nvml", "host"]
 DeviceType = Literal["gpu", "cpu"]
 MigMode = Literal["enabled", "disabled", "unsupported"]
+UsableMemoryBasis = Literal["total-reserved", "total (driver before R510 reports no reserve)"]
+
+#: How a usable figure was found: NVML's total less the driver's reserve (the v2 memory struct) …
+USABLE_TOTAL_LESS_RESERVED: UsableMemoryBasis = "total-reserved"
+#: … or the total alone, where the v1 struct (drivers before R510) reports no reserve apart.
+USABLE_TOTAL_ONLY: UsableMemoryBasis = "total (driver before R510 reports no reserve)"
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,29 @@ class GpuDevice:
     mig_mode_pending: MigMode
     processes: tuple[GpuProcess, ...] | None  # None when the process list could not be read
     processes_error: str | None = None
+
+    @property
+    def usable_memory_bytes(self) -> int | None:
+        """What a process may allocate on an empty device: the total less the driver's reserve.
+
+        The total alone where the driver reports no reserve (v1 struct); None without a total.
+        """
+        if self.total_memory_bytes is None:
+            return None
+        if self._reserve_known:
+            return self.total_memory_bytes - (self.reserved_memory_bytes or 0)
+        return self.total_memory_bytes
+
+    @property
+    def usable_memory_basis(self) -> UsableMemoryBasis | None:
+        if self.total_memory_bytes is None:
+            return None
+        return USABLE_TOTAL_LESS_RESERVED if self._reserve_known else USABLE_TOTAL_ONLY
+
+    @property
+    def _reserve_known(self) -> bool:
+        reserved, total = self.reserved_memory_bytes, self.total_memory_bytes
+        return reserved is not None and total is not None and 0 <= reserved < total
 
 
 @dataclass(frozen=True)
@@ -100,9 +129,23 @@ class NodeInventory:
 
     @property
     def smallest_device_memory_bytes(self) -> int | None:
-        """The smallest total memory a device reports: what one shard may count on. None without NVML."""
+        """The smallest total memory a device reports (driver reserve included). None without NVML."""
         totals = [d.total_memory_bytes for d in self.devices if d.total_memory_bytes]
         return min(totals) if totals else None
+
+    @property
+    def smallest_device_usable_memory_bytes(self) -> int | None:
+        """The smallest usable memory (total less reserve) a device reports: what one shard may count on."""
+        usable = [d.usable_memory_bytes for d in self.devices if d.usable_memory_bytes]
+        return min(usable) if usable else None
+
+    @property
+    def usable_memory_basis(self) -> UsableMemoryBasis | None:
+        """How :attr:`smallest_device_usable_memory_bytes` was found; the total alone if any device lacks a reserve."""
+        bases = {d.usable_memory_basis for d in self.devices if d.usable_memory_basis}
+        if not bases:
+            return None
+        return USABLE_TOTAL_ONLY if USABLE_TOTAL_ONLY in bases else USABLE_TOTAL_LESS_RESERVED
 
     @property
     def driver_version(self) -> str | None:
@@ -113,10 +156,15 @@ class NodeInventory:
         return self.nvml.cuda_driver_version if self.nvml else None
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-serializable (tuples become lists), with the version of this layout and the device count."""
+        """JSON-serializable (tuples become lists), with the version of this layout, the device count, each
+        device's usable memory, and the smallest usable memory with its basis (None without NVML)."""
         data: dict[str, Any] = _lists(dataclasses.asdict(self))
         data["inventory_version"] = INVENTORY_VERSION
         data["device_count"] = self.device_count
+        for device, device_data in zip(self.devices, data["nvml"]["devices"] if self.nvml else [], strict=True):
+            device_data["usable_memory_bytes"] = device.usable_memory_bytes
+        data["usable_memory_bytes"] = self.smallest_device_usable_memory_bytes
+        data["usable_memory_basis"] = self.usable_memory_basis
         return data
 
 
