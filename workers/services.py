@@ -43,7 +43,7 @@ def node_configuration_match(inventory: NodeInventory) -> Configuration | None:
     capability = capabilities.pop() if len(capabilities) == 1 else None
     candidates = (
         Configuration.objects.with_memory()
-        .select_related("accelerator__architecture")
+        .select_related("accelerator__architecture__vendor")  # driver_branch reads the vendor
         .filter(kind=ConfigurationKind.GPU, device_count=inventory.device_count)
     )
     matches = [

@@ -12,7 +12,7 @@ from catalog.choices import ConfigurationKind, CpuArchitecture, ProbeKind
 from catalog.models import Node
 from tests.factories import AcceleratorFactory, ArchitectureFactory, ConfigurationFactory
 from workers import agent, tasks
-from workers.services import node_heartbeat_record
+from workers.services import node_configuration_match, node_heartbeat_record
 
 from .inventories import H100_TOTAL_BYTES, RESERVED_BYTES, gpu, host_inventory, nvml_inventory
 
@@ -210,3 +210,16 @@ def test_node_queue_expires_after_k_periods_and_routes_like_celerys_own(settings
     assert queue.name == queue.routing_key == queue.exchange.name == "node.gpu-node-a"
     assert queue.exchange.type == "direct"
     assert queue.expires == tasks.SILENT_AFTER_PERIODS * 20.0
+
+
+def test_matching_reads_candidates_in_one_query(django_assert_num_queries) -> None:  # type: ignore[no-untyped-def]
+    """Tied candidates reach the driver-branch step, which reads each one's vendor: no query per candidate."""
+    h100 = AcceleratorFactory(marketed_memory_bytes=80 * 10**9)
+    for driver in ("535.247.01", "550.163.01", "560.35.03", "570.86.10"):
+        ConfigurationFactory(accelerator=h100, device_count=2, nvlink_domain_size=2, driver_version=driver)
+
+    with django_assert_num_queries(1):
+        match = node_configuration_match(nvml_inventory(gpu(0), gpu(1), driver="550.54.15"))
+
+    assert match is not None
+    assert match.driver_version == "550.163.01"
