@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from catalog.choices import ConfigurationKind, ProbeKind
 from catalog.models import Configuration, Node
+from catalog.units import driver_branch
 from workers.probes.model import NodeInventory
 
 # NVML reports binary capacity, vendors market decimal: H100 80GB → 85,520,809,984 B (6.9% above 80e9),
@@ -43,15 +44,15 @@ def node_configuration_match(inventory: NodeInventory) -> Configuration | None:
     capability = capabilities.pop() if len(capabilities) == 1 else None
     candidates = (
         Configuration.objects.with_memory()
-        .select_related("accelerator__architecture__vendor")  # driver_branch reads the vendor
+        .select_related("accelerator__architecture__vendor")  # the match's driver_branch reads the vendor
         .filter(kind=ConfigurationKind.GPU, device_count=inventory.device_count)
     )
     matches = [
         c for c in candidates if _memory_matches(reported, c.usable_memory_bytes) and _capability_matches(capability, c)
     ]
-    if len(matches) > 1 and inventory.driver_version:
-        branch = f"R{inventory.driver_version.split('.')[0]}"
-        matches = [c for c in matches if c.driver_branch == branch]
+    branch = driver_branch(inventory.driver_version)
+    if len(matches) > 1 and branch is not None:
+        matches = [c for c in matches if driver_branch(c.driver_version) == branch]
     return matches[0] if len(matches) == 1 else None
 
 

@@ -223,3 +223,11 @@ def test_matching_reads_candidates_in_one_query(django_assert_num_queries) -> No
 
     assert match is not None
     assert match.driver_version == "550.163.01"
+
+
+def test_an_unreadable_driver_version_breaks_no_tie() -> None:
+    h100 = AcceleratorFactory(marketed_memory_bytes=80 * 10**9)
+    ConfigurationFactory(accelerator=h100, device_count=2, nvlink_domain_size=2, driver_version="535.247.01")
+    ConfigurationFactory(accelerator=h100, device_count=2, nvlink_domain_size=2, driver_version="550.163.01")
+
+    assert node_configuration_match(nvml_inventory(gpu(0), gpu(1), driver="unknown")) is None
