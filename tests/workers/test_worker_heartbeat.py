@@ -220,6 +220,12 @@ def test_worker_registers_at_start_and_answers_on_its_node_queue(start_worker) -
     worker = start_worker()
     node = worker.wait_for_node()
     first = node.last_heartbeat_at
+    # Ready means consuming: the worker declared node.<name> expiring (x-expires), not as a permanent binding.
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    queue = tasks.node_queue(worker.node_name)
+    assert broker.exists(f"_kombu.binding.{queue}")
+    assert broker.zscore(BINDING_DEADLINES_KEY, queue) is not None
+    assert not broker.exists(f"_kombu.binding_permanent.{queue}")
 
     assert tasks.node_heartbeat_dispatch.apply().get() >= 1  # runs here, sends to node.<name> queues
 
@@ -230,11 +236,7 @@ def test_worker_registers_at_start_and_answers_on_its_node_queue(start_worker) -
             break
         time.sleep(0.25)
     else:
-        pytest.fail(f"the heartbeat sent to {tasks.node_queue(worker.node_name)} was not answered:\n{worker.log()}")
-    # The worker declared its queue as expiring too, so kombu keeps a deadline for its binding table.
-    assert redis.Redis.from_url(settings.CELERY_BROKER_URL).zscore(
-        BINDING_DEADLINES_KEY, tasks.node_queue(worker.node_name)
-    )
+        pytest.fail(f"the heartbeat sent to {queue} was not answered:\n{worker.log()}")
 
 
 @pytest.mark.django_db
