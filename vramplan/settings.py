@@ -221,12 +221,13 @@ if CELERY_BROKER_URL.split("://", 1)[0] not in {"filesystem", "redis", "rediss",
     )
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = env_path("CELERY_FILESYSTEM_DIR", VAR_DIR / "broker")
-    for _sub in ("queue", "processed"):
+    for _sub in ("queue", "processed", "control"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),  # kombu's default is ./control, in the repo root
         "store_processed": False,
     }
 CELERY_TASK_IGNORE_RESULT = True
