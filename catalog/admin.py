@@ -7,14 +7,15 @@ Every changelist selects its relations up front, so its query count stays consta
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.db import models
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from .choices import MEMORY_BANDS_GB
+from .choices import MEMORY_BANDS_GB, VendorSlug
 from .models import Accelerator, Architecture, Configuration, CudaToolkit, Node, Precision, PyTorchWheel, Vendor
-from .units import format_bytes
+from .units import UnitError, driver_branch, format_bytes, parse_driver_branch
 
 
 def _memory(value: int | None) -> str:
@@ -42,26 +43,35 @@ class MemoryBandFilter(admin.SimpleListFilter):
 
 
 class ConfigurationMemoryBandFilter(MemoryBandFilter):
-    field = "accelerator__marketed_memory_bytes"
+    """Per-device memory as the API's ``min_memory`` counts it: the accelerator's, or host RAM for a CPU
+    configuration (``per_device_memory_bytes`` from ``Configuration.objects.with_memory()``)."""
+
+    field = "per_device_memory_bytes"
 
 
 class DriverBranchFilter(admin.SimpleListFilter):
+    """NVIDIA driver branches (R550, R570, …); a blank or unreadable driver version is in no branch."""
+
     title = "driver branch"
     parameter_name = "driver_branch"
 
     def lookups(self, request, model_admin):  # type: ignore[no-untyped-def]
-        versions = Configuration.objects.filter(accelerator__architecture__vendor__slug="nvidia").values_list(
-            "driver_version", flat=True
+        versions = (
+            Configuration.objects.filter(accelerator__architecture__vendor__slug=VendorSlug.NVIDIA)
+            .values_list("driver_version", flat=True)
+            .distinct()
         )
-        branches = sorted({v.split(".")[0] for v in versions}, key=int)
-        return [(b, f"R{b}") for b in branches]
+        branches = sorted({b for b in map(driver_branch, versions) if b is not None})
+        return [(str(b), f"R{b}") for b in branches]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        if self.value():
-            return queryset.filter(
-                accelerator__architecture__vendor__slug="nvidia", driver_version__startswith=f"{self.value()}."
-            )
-        return queryset
+        if not self.value():
+            return queryset
+        try:
+            branch = parse_driver_branch(self.value())
+        except UnitError as exc:
+            raise IncorrectLookupParameters(str(exc)) from None
+        return queryset.in_driver_branch(branch)
 
 
 @admin.register(Vendor)

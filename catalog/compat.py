@@ -215,22 +215,26 @@ class Wheel:
 # driver; 11.x: the Tesla Recommended Driver 450.80.02 (NVIDIA CUDA Toolkit Release Notes, Table 2).
 FAMILY_MINOR_COMPAT_FLOORS: dict[int, str] = {13: "580", 12: "525.60.13", 11: "450.80.02"}
 
-_CU_TAG = re.compile(r"^cu(?P<digits>\d{3,4})(?:-.*)?$")
-_CC = re.compile(r"^\s*(?:sm_?)?(?P<major>\d{1,2})\.?(?P<minor>\d)(?P<suffix>[af]?)\s*$")
+_CU_TAG = re.compile(r"^cu(?P<digits>\d{3,4})(?:-.*)?$", re.ASCII)
+_CUDA = re.compile(r"^(?P<parts>\d{1,3}(?:\.\d{1,3}){1,2})$", re.ASCII)
+_CC = re.compile(r"^\s*(?:sm_?)?(?P<major>\d{1,2})\.?(?P<minor>\d)(?P<suffix>[af]?)\s*$", re.ASCII)
 
 
 def parse_cuda_version(text: str) -> str:
-    """``"12.4"`` → ``"12.4"``; ``"cu124"`` → ``"12.4"``; ``"cu130-aarch64"`` → ``"13.0"``."""
+    """``"12.4"`` → ``"12.4"``; ``"cu124"`` → ``"12.4"``; ``"cu130-aarch64"`` → ``"13.0"``.
+
+    The result is normalized, ``MAJOR.MINOR[.PATCH]`` in plain digits (``"12.04"`` → ``"12.4"``), so callers
+    may split it; anything else (``"v12.4"``, ``">=12.4"``, ``"12"``) is a CompatError.
+    """
     raw = str(text).strip().lower()
     tag = _CU_TAG.match(raw)
     if tag:
         digits = tag["digits"]
         raw = f"{digits[:-1]}.{digits[-1]}"
-    try:
-        version_key(raw)
-    except UnitError:
-        raise CompatError(f"{text!r} is not a CUDA version; expected e.g. 12.4, 12.4.1 or cu124.") from None
-    return raw
+    match = _CUDA.match(raw)
+    if not match:
+        raise CompatError(f"{text!r} is not a CUDA version; expected e.g. 12.4, 12.4.1 or cu124.")
+    return ".".join(str(int(part)) for part in match["parts"].split("."))
 
 
 def _cuda_key(text: str) -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""FilterSets: the catalog's query language, shared by the API (and readable in the admin).
+"""FilterSets: the catalog's query language for the API (the admin has its own list filters in admin.py).
 
 A bad value is a 400 that says what was expected: each field below validates its input and names the
 allowed values in its message.
@@ -15,7 +15,7 @@ from rest_framework.exceptions import ValidationError as ApiValidationError
 from . import compat
 from .choices import ConfigurationKind, PrecisionSlug, VendorSlug
 from .models import Accelerator, Architecture, Configuration, CudaToolkit, Node
-from .units import MEMORY_HELP, UnitError, parse_memory, version_key
+from .units import MEMORY_HELP, UnitError, parse_driver_branch, parse_memory
 
 
 class MemoryField(forms.CharField):
@@ -35,22 +35,55 @@ class MemoryFilter(filters.Filter):
     field_class = MemoryField
 
 
-class VersionField(forms.CharField):
-    """``12.4`` or ``8.9`` → a comparable integer (catalog.units.version_key)."""
+class CudaVersionField(forms.CharField):
+    """``12.4``, ``12.4.1`` or ``cu124`` → the normalized version string (catalog.compat.parse_cuda_version)."""
 
     def to_python(self, value):  # type: ignore[no-untyped-def]
         value = super().to_python(value)
         if value in self.empty_values:
             return None
         try:
-            version_key(value)
+            return compat.parse_cuda_version(value)
+        except compat.CompatError as exc:
+            raise ValidationError(str(exc), code="invalid") from None
+
+
+class CudaVersionFilter(filters.Filter):
+    field_class = CudaVersionField
+
+
+class ComputeCapabilityField(forms.CharField):
+    """``8.9``, ``89`` or ``sm_90`` → a ComputeCapability (catalog.compat.parse_compute_capability)."""
+
+    def to_python(self, value):  # type: ignore[no-untyped-def]
+        value = super().to_python(value)
+        if value in self.empty_values:
+            return None
+        try:
+            return compat.parse_compute_capability(value)
+        except compat.CompatError as exc:
+            raise ValidationError(str(exc), code="invalid") from None
+
+
+class ComputeCapabilityFilter(filters.Filter):
+    field_class = ComputeCapabilityField
+
+
+class DriverBranchField(forms.CharField):
+    """``R550`` or ``550`` → 550 (catalog.units.parse_driver_branch)."""
+
+    def to_python(self, value):  # type: ignore[no-untyped-def]
+        value = super().to_python(value)
+        if value in self.empty_values:
+            return None
+        try:
+            return parse_driver_branch(value)
         except UnitError as exc:
             raise ValidationError(str(exc), code="invalid") from None
-        return value.strip()
 
 
-class VersionFilter(filters.Filter):
-    field_class = VersionField
+class DriverBranchFilter(filters.Filter):
+    field_class = DriverBranchField
 
 
 class StrictChoiceFilter(filters.ChoiceFilter):
@@ -128,10 +161,10 @@ class ConfigurationFilterSet(filters.FilterSet):
     precision = StrictChoiceFilter(
         choices=PrecisionSlug.choices, method="filter_precision", help_text="Natively supported tensor precision."
     )
-    min_compute_capability = VersionFilter(
+    min_compute_capability = ComputeCapabilityFilter(
         method="filter_min_compute_capability", help_text="Minimum NVIDIA compute capability, e.g. 8.0."
     )
-    cuda = VersionFilter(
+    cuda = CudaVersionFilter(
         method="filter_cuda",
         help_text="A CUDA version (e.g. 12.4) the installed driver supports, by NVIDIA's driver tables.",
     )
@@ -143,7 +176,7 @@ class ConfigurationFilterSet(filters.FilterSet):
         method="filter_device",
         help_text="`cpu`: configurations without an accelerator; `gpu`: with one.",
     )
-    driver_branch = filters.CharFilter(method="filter_driver_branch", help_text="NVIDIA driver branch, e.g. R550.")
+    driver_branch = DriverBranchFilter(method="filter_driver_branch", help_text="NVIDIA driver branch, e.g. R550.")
 
     class Meta:
         model = Configuration
@@ -152,14 +185,12 @@ class ConfigurationFilterSet(filters.FilterSet):
     def filter_precision(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         return queryset.filter(accelerator__architecture__precisions__slug=value).distinct()
 
-    def filter_min_compute_capability(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
-        major, _, minor = value.partition(".")
-        wanted = (int(major), int(minor or 0))
+    def filter_min_compute_capability(self, queryset: QuerySet, name: str, value: compat.ComputeCapability) -> QuerySet:
         return queryset.filter(
-            Q(accelerator__architecture__compute_capability_major__gt=wanted[0])
+            Q(accelerator__architecture__compute_capability_major__gt=value.major)
             | Q(
-                accelerator__architecture__compute_capability_major=wanted[0],
-                accelerator__architecture__compute_capability_minor__gte=wanted[1],
+                accelerator__architecture__compute_capability_major=value.major,
+                accelerator__architecture__compute_capability_minor__gte=value.minor,
             )
         )
 
@@ -174,7 +205,12 @@ class ConfigurationFilterSet(filters.FilterSet):
             floor = compat.min_driver_key_for_cuda(value, toolkits)
         except compat.CompatError as exc:
             raise ApiValidationError({"cuda": [str(exc)]}) from None
-        return queryset.filter(kind=ConfigurationKind.GPU, driver_version_key__gte=floor)
+        # The driver tables are NVIDIA's: a ROCm version is not a driver that runs CUDA, however its key compares.
+        return queryset.filter(
+            kind=ConfigurationKind.GPU,
+            accelerator__architecture__vendor__slug=VendorSlug.NVIDIA,
+            driver_version_key__gte=floor,
+        )
 
     def filter_nvlink(self, queryset: QuerySet, name: str, value: bool | None) -> QuerySet:
         if value is None:
@@ -184,15 +220,8 @@ class ConfigurationFilterSet(filters.FilterSet):
     def filter_device(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         return queryset.filter(kind=ConfigurationKind.CPU if value == "cpu" else ConfigurationKind.GPU)
 
-    def filter_driver_branch(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
-        major = value.strip().upper().lstrip("R")
-        if not major.isdigit():
-            raise ApiValidationError(
-                {"driver_branch": [f"{value!r} is not a driver branch; expected e.g. R550 or 550."]}
-            )
-        return queryset.filter(
-            accelerator__architecture__vendor__slug="nvidia", driver_version__startswith=f"{int(major)}."
-        )
+    def filter_driver_branch(self, queryset: QuerySet, name: str, value: int) -> QuerySet:
+        return queryset.in_driver_branch(value)
 
 
 class NodeFilterSet(filters.FilterSet):

@@ -7,12 +7,42 @@ running a worker, with its verified inventory). Memory is always in bytes; GB = 
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Case, ExpressionWrapper, F, Q, When
 from django.db.models.functions import Coalesce
 
-from .choices import ConfigurationKind, CpuArchitecture, ProbeKind
-from .units import version_key
+from .choices import ConfigurationKind, CpuArchitecture, ProbeKind, VendorSlug
+from .units import UnitError, driver_branch, driver_branch_key_range, version_key
+
+
+def validate_version(value: str) -> None:
+    """A driver or toolkit version that :func:`catalog.units.version_key` reads (``save()`` stores its key)."""
+    try:
+        version_key(value)
+    except UnitError as exc:
+        raise ValidationError(str(exc), code="invalid_version") from None
+
+
+def validate_dense_tflops(value: object) -> None:
+    """``{"bf16": 989.5, "fp64": null, ...}``: precision names to a number, or null where unsupported."""
+    if not isinstance(value, dict):
+        raise ValidationError(
+            'must be an object of precision → TFLOPS (a number, or null), e.g. {"bf16": 989.5}.', code="invalid"
+        )
+    for precision, tflops in value.items():
+        if not isinstance(precision, str) or not precision.strip():
+            raise ValidationError(f"{precision!r} is not a precision name.", code="invalid")
+        if tflops is not None and (isinstance(tflops, bool) or not isinstance(tflops, int | float)):
+            raise ValidationError(f"{precision}: {tflops!r} is not a number or null.", code="invalid")
+        if tflops is not None and not (0 <= tflops < float("inf")):
+            raise ValidationError(f"{precision}: {tflops!r} must be a finite number ≥ 0.", code="invalid")
+
+
+def validate_field_names(value: object) -> None:
+    """A list of field names (strings), e.g. ``["usable_memory_bytes", "tdp_watts"]``."""
+    if not isinstance(value, list) or not all(isinstance(item, str) and item.strip() for item in value):
+        raise ValidationError('must be a list of field names, e.g. ["tdp_watts"].', code="invalid")
 
 
 class Vendor(models.Model):
@@ -84,7 +114,10 @@ class Accelerator(models.Model):
     memory_type = models.CharField(max_length=32, blank=True)
     memory_bandwidth_gbps = models.FloatField(null=True, blank=True, help_text="Peak bandwidth, decimal GB/s.")
     dense_tflops = models.JSONField(
-        default=dict, blank=True, help_text="Peak dense TFLOPS per precision (int8 in TOPS); null = unsupported."
+        default=dict,
+        blank=True,
+        validators=[validate_dense_tflops],
+        help_text="Peak dense TFLOPS per precision (int8 in TOPS); null = unsupported.",
     )
     form_factor = models.CharField(max_length=120, blank=True)
     interconnect = models.CharField(max_length=120, blank=True)
@@ -93,7 +126,7 @@ class Accelerator(models.Model):
     max_devices_per_node = models.PositiveSmallIntegerField(default=8)
     release_year = models.PositiveSmallIntegerField(null=True, blank=True)
     source_url = models.URLField(max_length=500)
-    uncertain_fields = models.JSONField(default=list, blank=True)
+    uncertain_fields = models.JSONField(default=list, blank=True, validators=[validate_field_names])
     notes = models.TextField(blank=True)
 
     class Meta:
@@ -114,14 +147,19 @@ class Accelerator(models.Model):
 class CudaToolkit(models.Model):
     """CUDA toolkit release → the Linux driver it needs (NVIDIA release notes, Tables 2 and 3)."""
 
-    version = models.CharField(max_length=16, unique=True)  # "12.4.1"
+    version = models.CharField(max_length=16, unique=True, validators=[validate_version])  # "12.4.1"
     version_key = models.PositiveBigIntegerField(editable=False, db_index=True)
     label = models.CharField(max_length=40, blank=True)  # "12.4 Update 1"
     family = models.CharField(max_length=8)  # "12.x"
-    min_driver_linux = models.CharField(max_length=24, help_text="Driver shipped with the toolkit (full features).")
+    min_driver_linux = models.CharField(
+        max_length=24, validators=[validate_version], help_text="Driver shipped with the toolkit (full features)."
+    )
     min_driver_linux_key = models.PositiveBigIntegerField(editable=False)
     minor_compat_min_driver_linux = models.CharField(
-        max_length=24, blank=True, help_text="Floor for minor-version compatibility within the family."
+        max_length=24,
+        blank=True,
+        validators=[validate_version],
+        help_text="Floor for minor-version compatibility within the family.",
     )
     minor_compat_min_driver_linux_key = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
     source_url = models.CharField(max_length=500, blank=True)
@@ -182,6 +220,15 @@ class ConfigurationQuerySet(models.QuerySet):
             usable_memory_bytes=usable,
         )
 
+    def in_driver_branch(self, branch: int) -> ConfigurationQuerySet:
+        """NVIDIA configurations whose driver is in ``branch`` (550 → 550.x.y), by the indexed version key."""
+        low, high = driver_branch_key_range(branch)
+        return self.filter(
+            accelerator__architecture__vendor__slug=VendorSlug.NVIDIA,
+            driver_version_key__gte=low,
+            driver_version_key__lt=high,
+        )
+
 
 class Configuration(models.Model):
     """An orderable machine: an accelerator × device count in a host with a driver (or a CPU-only host)."""
@@ -202,7 +249,9 @@ class Configuration(models.Model):
     vcpus = models.PositiveIntegerField()
     host_ram_bytes = models.BigIntegerField()
     disk_bytes = models.BigIntegerField()
-    driver_version = models.CharField(max_length=24, blank=True, help_text="Installed NVIDIA/ROCm driver.")
+    driver_version = models.CharField(
+        max_length=24, blank=True, validators=[validate_version], help_text="Installed NVIDIA/ROCm driver."
+    )
     driver_version_key = models.PositiveBigIntegerField(default=0, editable=False, db_index=True)
     hourly_price_usd = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
     notes = models.TextField(blank=True)
@@ -238,14 +287,40 @@ class Configuration(models.Model):
         self.driver_version_key = version_key(self.driver_version) if self.driver_version else 0
         super().save(*args, **kwargs)
 
+    def clean(self) -> None:
+        """Device counts the accelerator and the links allow, each error on its own field."""
+        errors: dict[str, str] = {}
+        accelerator = None
+        if self.accelerator_id is not None:
+            try:
+                accelerator = self.accelerator
+            except Accelerator.DoesNotExist:
+                accelerator = None  # clean_fields already reported the missing accelerator
+        count = self.device_count
+        if accelerator is not None and isinstance(count, int) and count > accelerator.max_devices_per_node:
+            errors["device_count"] = (
+                f"device_count={count} exceeds max_devices_per_node={accelerator.max_devices_per_node} "
+                f"of {accelerator.name}: a node holds no more of them."
+            )
+        domain = self.nvlink_domain_size
+        if isinstance(count, int) and isinstance(domain, int) and domain > count:
+            errors["nvlink_domain_size"] = (
+                f"nvlink_domain_size={domain} exceeds device_count={count}: "
+                "an NVLink domain cannot span more devices than the node has."
+            )
+        if errors:
+            raise ValidationError(errors)
+
     @property
     def driver_branch(self) -> str:
-        """``R550`` for NVIDIA driver 550.54.15, ``ROCm 6.4`` for an AMD host; empty for CPU hosts."""
-        if not self.driver_version:
+        """``R550`` for NVIDIA driver 550.54.15, ``ROCm 6.4`` for an AMD host; empty for CPU hosts and for a
+        driver version that is blank or unreadable."""
+        if not self.driver_version or self.accelerator is None:
             return ""
-        if self.accelerator is not None and self.accelerator.architecture.vendor.slug == "amd":
+        if self.accelerator.architecture.vendor.slug == VendorSlug.AMD:
             return "ROCm " + ".".join(self.driver_version.split(".")[:2])
-        return f"R{self.driver_version.split('.')[0]}"
+        branch = driver_branch(self.driver_version)
+        return "" if branch is None else f"R{branch}"
 
 
 class Node(models.Model):

@@ -3,8 +3,9 @@
 Each ``<entity>_upsert`` finds its row by natural key (a slug; ``version`` for CUDA toolkits; torch
 versions + variant for wheels), creates it or updates the fields that differ, and says which of
 ``created`` / ``updated`` / ``unchanged`` happened. ``catalog_load`` applies the fixture files in
-dependency order inside one transaction, so bad data leaves the database as it was; ``loadcatalog``,
-the admin and the tests all come through here.
+dependency order inside one transaction, so bad data leaves the database as it was; ``loadcatalog`` and
+the tests come through here. The admin does not: it saves through its ModelForms, and the API through its
+serializers, each running the same model validation (``full_clean``) but not these functions.
 """
 
 from __future__ import annotations

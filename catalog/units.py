@@ -21,8 +21,12 @@ UNITS: dict[str, int] = {
 MEMORY_HELP = "a number of bytes, or a number with a unit: B, KB, MB, GB, TB (decimal) or KiB, MiB, GiB, TiB (binary)"
 MAX_MEMORY_BYTES = 2**60  # no single quantity in this domain comes close to an exbibyte
 
-_MEMORY = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[a-zA-Z]*)\s*$")
-_VERSION = re.compile(r"^\s*[vR]?(?P<parts>\d+(?:\.\d+){0,3})\s*$")
+# Bounded, ASCII-only digit runs: int() of an unbounded run raises ValueError past 4300 digits, and \d
+# would otherwise accept non-ASCII digits ("²") that int() cannot read.
+_MEMORY = re.compile(r"^\s*(?P<number>\d{1,20}(?:\.\d{1,20})?)\s*(?P<unit>[a-zA-Z]*)\s*$", re.ASCII)
+_VERSION = re.compile(r"^\s*[vR]?(?P<parts>\d{1,9}(?:\.\d{1,9}){0,3})\s*$", re.ASCII)
+_DRIVER_BRANCH = re.compile(r"R?(?P<branch>\d{1,4})", re.ASCII)
+DRIVER_BRANCH_SPAN = 10**9  # version_key of N.x.y.z lies in [N * SPAN, (N + 1) * SPAN)
 
 
 class UnitError(ValueError):
@@ -71,3 +75,31 @@ def version_key(text: str) -> int:
     for part in parts:
         key = key * 1000 + part
     return key
+
+
+def driver_branch(version: str | None) -> int | None:
+    """The NVIDIA driver branch of a version: ``"550.54.15"`` → 550, ``"R550"`` → 550; None when blank or unreadable.
+
+    The branch is the first part of :func:`version_key`, so configurations of branch N are exactly those with
+    ``N * DRIVER_BRANCH_SPAN <= driver_version_key < (N + 1) * DRIVER_BRANCH_SPAN`` (see
+    :func:`driver_branch_key_range`).
+    """
+    if not version or not str(version).strip():
+        return None
+    try:
+        return version_key(version) // DRIVER_BRANCH_SPAN
+    except UnitError:
+        return None
+
+
+def parse_driver_branch(text: str) -> int:
+    """A branch as a person writes it, ``"R550"`` or ``"550"`` → 550; anything else is a UnitError."""
+    match = _DRIVER_BRANCH.fullmatch(str(text).strip().upper())
+    if not match:
+        raise UnitError(f"{text!r} is not a driver branch; expected e.g. R550 or 550.")
+    return int(match["branch"])
+
+
+def driver_branch_key_range(branch: int) -> tuple[int, int]:
+    """``[low, high)`` of the version keys in driver branch ``branch`` (550 → [550·10⁹, 551·10⁹))."""
+    return branch * DRIVER_BRANCH_SPAN, (branch + 1) * DRIVER_BRANCH_SPAN

@@ -6,6 +6,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from catalog.admin import DriverBranchFilter
+from catalog.models import Configuration
 from tests.factories import AcceleratorFactory, ConfigurationFactory, NodeFactory
 
 pytestmark = pytest.mark.django_db
@@ -54,12 +56,59 @@ def test_changelists_load_the_real_catalog_and_show_both_units(staff_client, cat
     assert "H100" in accelerators and "source" in accelerators
 
 
+def _rows(client, query: str) -> list[Configuration]:  # type: ignore[no-untyped-def]
+    response = client.get(f"/admin/catalog/configuration/?{query}")
+    assert response.status_code == 200, query
+    assert "e=1" not in response.get("Location", ""), query
+    return list(response.context["cl"].queryset)
+
+
 @pytest.mark.parametrize(
-    "query",
-    ["memory_band=lt24", "memory_band=160plus", "driver_branch=550", "kind__exact=cpu", "q=H200"],
+    ("query", "expected"),
+    [
+        ("memory_band=lt24", lambda c: c.per_device_memory_bytes < 24 * 10**9),
+        ("memory_band=160plus", lambda c: c.per_device_memory_bytes >= 160 * 10**9),
+        ("driver_branch=550", lambda c: c.driver_version.startswith("550.") and c.kind == "gpu"),
+        ("kind__exact=cpu", lambda c: c.kind == "cpu"),
+        ("q=H200", lambda c: "H200" in c.name or (c.accelerator and "H200" in c.accelerator.name)),
+    ],
 )
-def test_configuration_filters_work(staff_client, catalog, query) -> None:  # type: ignore[no-untyped-def]
-    assert staff_client.get(f"/admin/catalog/configuration/?{query}").status_code == 200
+def test_configuration_filters_return_the_matching_rows(staff_client, catalog, query, expected) -> None:  # type: ignore[no-untyped-def]
+    rows = _rows(staff_client, query)
+    everything = list(Configuration.objects.with_memory().select_related("accelerator__architecture__vendor"))
+    wanted = {c.pk for c in everything if expected(c)}
+    assert wanted, f"{query}: the fixtures should hold matching rows"
+    assert {c.pk for c in rows} == wanted
+
+
+def test_memory_band_counts_a_cpu_configuration_by_its_host_ram(staff_client, db) -> None:  # type: ignore[no-untyped-def]
+    cpu = ConfigurationFactory(kind="cpu", accelerator=None, device_count=1, nvlink_domain_size=1, driver_version="")
+    cpu.host_ram_bytes = 512 * 10**9
+    cpu.save()
+    gpu = ConfigurationFactory()  # 80 GB devices
+    assert {c.pk for c in _rows(staff_client, "memory_band=160plus")} == {cpu.pk}
+    assert cpu.pk not in {c.pk for c in _rows(staff_client, "memory_band=lt24")}
+    assert gpu.pk in {c.pk for c in _rows(staff_client, "memory_band=80-160")}
+
+
+def test_changelist_loads_with_a_blank_and_an_r550_nvidia_driver(staff_client, db) -> None:  # type: ignore[no-untyped-def]
+    """One NVIDIA configuration with a blank or "R550" driver used to break the driver-branch filter (a 500)."""
+    blank = ConfigurationFactory(driver_version="")
+    branch_only = ConfigurationFactory(driver_version="R550")
+    full = ConfigurationFactory(driver_version="550.54.15")
+    other = ConfigurationFactory(driver_version="570.195.03")
+    response = staff_client.get("/admin/catalog/configuration/")
+    assert response.status_code == 200
+    changelist = response.context["cl"]
+    spec = next(f for f in changelist.filter_specs if isinstance(f, DriverBranchFilter))
+    choices = [c["display"] for c in spec.choices(changelist)]
+    assert "R550" in choices and "R570" in choices
+    assert {c.pk for c in _rows(staff_client, "driver_branch=550")} == {branch_only.pk, full.pk}
+    assert {c.pk for c in _rows(staff_client, "driver_branch=570")} == {other.pk}
+    assert blank.pk in {c.pk for c in _rows(staff_client, "")}
+    assert staff_client.get(f"/admin/catalog/configuration/{blank.pk}/change/").status_code == 200
+    bad = staff_client.get("/admin/catalog/configuration/?driver_branch=R%C2%B2")
+    assert bad.status_code == 302 and "e=1" in bad["Location"]
 
 
 def test_change_forms_load(staff_client) -> None:  # type: ignore[no-untyped-def]

@@ -390,3 +390,25 @@ def test_max_cuda_for_driver_is_supported_by_that_driver(driver: str) -> None:
         best = compat.max_cuda_for_driver(driver, rows, allow_minor_compat=minor)
         if best is not None:
             assert compat.driver_supports_cuda(driver, best, rows, allow_minor_compat=minor)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("12.4", "12.4"), ("12.4.1", "12.4.1"), (" 12.04 ", "12.4"), ("cu124", "12.4"), ("cu130-aarch64", "13.0")],
+)
+def test_parse_cuda_version_returns_the_normalized_version(text: str, expected: str) -> None:
+    assert compat.parse_cuda_version(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["v12.4", ">=12.4", "12.4 x", "12", "twelve", "1" * 5000 + ".1", "１２.４", "12.4.1.0"]
+)
+def test_parse_cuda_version_rejects_what_a_caller_could_not_split(text: str) -> None:
+    with pytest.raises(compat.CompatError, match="CUDA version"):
+        compat.parse_cuda_version(text)
+
+
+@pytest.mark.parametrize("text", ["v8.9", ">=8.0", "8.9.1", "8.9 x", "٨.٩"])
+def test_parse_compute_capability_rejects(text: str) -> None:
+    with pytest.raises(compat.CompatError):
+        compat.parse_compute_capability(text)

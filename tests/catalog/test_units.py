@@ -6,7 +6,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from catalog.units import MAX_MEMORY_BYTES, UnitError, format_bytes, parse_memory, version_key
+from catalog.units import (
+    MAX_MEMORY_BYTES,
+    UnitError,
+    driver_branch,
+    driver_branch_key_range,
+    format_bytes,
+    parse_driver_branch,
+    parse_memory,
+    version_key,
+)
 
 
 @pytest.mark.parametrize(
@@ -94,3 +103,38 @@ def test_version_keys_order_like_versions() -> None:
 def test_version_key_rejects_non_versions(text: str) -> None:
     with pytest.raises(UnitError):
         version_key(text)
+
+
+@pytest.mark.parametrize("text", ["9" * 4301, "1." + "5" * 4301, "9" * 21 + "GB", "٨٠GB", "８０GB"])
+def test_parse_memory_rejects_huge_and_non_ascii_numbers_with_a_unit_error(text: str) -> None:
+    with pytest.raises(UnitError):
+        parse_memory(text)
+
+
+@pytest.mark.parametrize("text", ["9" * 5000, "1.²", "５５０.54", "R" + "1" * 30])
+def test_version_key_rejects_huge_and_non_ascii_digits_with_a_unit_error(text: str) -> None:
+    with pytest.raises(UnitError):
+        version_key(text)
+
+
+@pytest.mark.parametrize(
+    ("version", "branch"),
+    [("550.54.15", 550), ("550", 550), ("R550", 550), (">=580", 580), ("6.4.1", 6), ("", None), (None, None),
+     ("banana", None), ("1000.1", None), ("x.y", None)],
+)  # fmt: skip
+def test_driver_branch(version, branch) -> None:  # type: ignore[no-untyped-def]
+    assert driver_branch(version) == branch
+    if branch is not None:
+        low, high = driver_branch_key_range(branch)
+        assert low <= version_key(version) < high
+
+
+@pytest.mark.parametrize(("text", "branch"), [("550", 550), ("R550", 550), (" r570 ", 570)])
+def test_parse_driver_branch(text: str, branch: int) -> None:
+    assert parse_driver_branch(text) == branch
+
+
+@pytest.mark.parametrize("text", ["", "R", "Rxyz", "R²", "5" * 5000, "550.54", "R 550", "٥٥٠"])
+def test_parse_driver_branch_rejects(text: str) -> None:
+    with pytest.raises(UnitError, match="driver branch"):
+        parse_driver_branch(text)
