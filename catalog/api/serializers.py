@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from ..models import Accelerator, Architecture, Configuration, Node, Precision, Vendor
+from ..models import (
+    Accelerator,
+    Architecture,
+    Configuration,
+    Node,
+    Precision,
+    Vendor,
+    validate_dense_tflops,
+    validate_field_names,
+)
 
 
 class FullCleanMixin:
@@ -21,23 +31,30 @@ class FullCleanMixin:
         except DjangoValidationError as exc:
             raise serializers.ValidationError(serializers.as_serializer_error(exc)) from None
 
+    def _pop_many_to_many(self, validated_data):  # type: ignore[no-untyped-def]
+        """The model's many-to-many values, set after the row exists (a JSON list is an ordinary value)."""
+        names = {field.name for field in self.Meta.model._meta.many_to_many}  # type: ignore[attr-defined]
+        return {name: validated_data.pop(name) for name in list(validated_data) if name in names}
+
     def create(self, validated_data):  # type: ignore[no-untyped-def]
-        many = {k: validated_data.pop(k) for k in list(validated_data) if isinstance(validated_data[k], list)}
-        instance = self.Meta.model(**validated_data)  # type: ignore[attr-defined]
-        self._clean(instance)
-        instance.save()
-        for field, values in many.items():
-            getattr(instance, field).set(values)
+        many = self._pop_many_to_many(validated_data)
+        with transaction.atomic():
+            instance = self.Meta.model(**validated_data)  # type: ignore[attr-defined]
+            self._clean(instance)
+            instance.save()
+            for field, values in many.items():
+                getattr(instance, field).set(values)
         return instance
 
     def update(self, instance, validated_data):  # type: ignore[no-untyped-def]
-        many = {k: validated_data.pop(k) for k in list(validated_data) if isinstance(validated_data[k], list)}
-        for field, value in validated_data.items():
-            setattr(instance, field, value)
-        self._clean(instance)
-        instance.save()
-        for field, values in many.items():
-            getattr(instance, field).set(values)
+        many = self._pop_many_to_many(validated_data)
+        with transaction.atomic():
+            for field, value in validated_data.items():
+                setattr(instance, field, value)
+            self._clean(instance)
+            instance.save()
+            for field, values in many.items():
+                getattr(instance, field).set(values)
         return instance
 
 
@@ -88,6 +105,15 @@ class AcceleratorSerializer(FullCleanMixin, serializers.ModelSerializer):
     precisions = serializers.SerializerMethodField()
     marketed_memory_bytes = serializers.IntegerField(min_value=1, max_value=2**50)
     usable_memory_bytes = serializers.IntegerField(min_value=1, max_value=2**50, allow_null=True, required=False)
+    dense_tflops = serializers.DictField(
+        child=serializers.FloatField(allow_null=True, min_value=0),
+        required=False,
+        validators=[validate_dense_tflops],
+        help_text="Peak dense TFLOPS per precision (int8 in TOPS); null = unsupported.",
+    )
+    uncertain_fields = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, validators=[validate_field_names]
+    )
 
     class Meta:
         model = Accelerator
@@ -176,10 +202,44 @@ class ConfigurationSerializer(FullCleanMixin, serializers.ModelSerializer):
         ]
 
 
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class NodeDeviceSummarySerializer(serializers.Serializer):
+    name = serializers.CharField()
+    total_memory_bytes = serializers.IntegerField(allow_null=True)
+    usable_memory_bytes = serializers.IntegerField(allow_null=True)
+
+
+class NodeInventorySummarySerializer(serializers.Serializer):
+    """What any signed-in user may see of a node's probe report: no hostname, processes or free memory."""
+
+    probe = serializers.CharField()
+    device_count = serializers.IntegerField()
+    devices = NodeDeviceSummarySerializer(many=True)
+    total_device_memory_bytes = serializers.IntegerField(
+        allow_null=True, help_text="Sum of the devices' total memory; null when a device reports none."
+    )
+    host_ram_total_bytes = serializers.IntegerField(allow_null=True)
+    driver_version = serializers.CharField()
+    cuda_driver_version = serializers.CharField()
+
+
 class NodeSerializer(FullCleanMixin, serializers.ModelSerializer):
+    """A node. ``hostname`` and the full ``inventory`` (per-process GPU memory, free memory, host details)
+    are for staff only and null for everyone else; ``inventory_summary`` is for every signed-in user."""
+
     configuration = serializers.SlugRelatedField(
         slug_field="slug", queryset=Configuration.objects.all(), allow_null=True, required=False
     )
+    hostname = serializers.CharField(
+        max_length=255, allow_blank=True, allow_null=True, required=False, help_text="Staff only; null for others."
+    )
+    inventory = serializers.JSONField(
+        read_only=True, allow_null=True, help_text="The probe's full report; staff only, null for others."
+    )
+    inventory_summary = serializers.SerializerMethodField()
 
     class Meta:
         model = Node
@@ -194,7 +254,48 @@ class NodeSerializer(FullCleanMixin, serializers.ModelSerializer):
             "driver_version",
             "cuda_driver_version",
             "inventory",
+            "inventory_summary",
             "last_heartbeat_at",
             "created_at",
         ]
         read_only_fields = ["inventory", "last_heartbeat_at", "created_at", "verified_usable_memory_bytes"]
+
+    def _is_staff(self) -> bool:
+        request = self.context.get("request")
+        user = getattr(request, "user", None)
+        return bool(user and user.is_authenticated and user.is_staff)
+
+    def validate_hostname(self, value: str | None) -> str:
+        return value or ""
+
+    @extend_schema_field(NodeInventorySummarySerializer)
+    def get_inventory_summary(self, obj: Node) -> dict:
+        inventory = obj.inventory if isinstance(obj.inventory, dict) else {}
+        nvml = inventory.get("nvml") if isinstance(inventory.get("nvml"), dict) else {}
+        host = inventory.get("host") if isinstance(inventory.get("host"), dict) else {}
+        devices = [
+            {
+                "name": str(device.get("name", "")),
+                "total_memory_bytes": _int_or_none(device.get("total_memory_bytes")),
+                "usable_memory_bytes": _int_or_none(device.get("usable_memory_bytes")),
+            }
+            for device in (nvml.get("devices") or [])
+            if isinstance(device, dict)
+        ]
+        totals = [device["total_memory_bytes"] for device in devices]
+        return {
+            "probe": obj.probe,
+            "device_count": obj.device_count,
+            "devices": devices,
+            "total_device_memory_bytes": None if None in totals else sum(totals),  # type: ignore[arg-type]
+            "host_ram_total_bytes": _int_or_none(host.get("ram_total_bytes")),
+            "driver_version": obj.driver_version,
+            "cuda_driver_version": obj.cuda_driver_version,
+        }
+
+    def to_representation(self, instance: Node) -> dict:
+        data = super().to_representation(instance)
+        if not self._is_staff():
+            data["hostname"] = None
+            data["inventory"] = None
+        return data

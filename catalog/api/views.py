@@ -1,4 +1,5 @@
-"""Catalog endpoints: readable by any signed-in user, writable by staff. Thin: FilterSet + serializer."""
+"""Catalog endpoints: readable by any signed-in user, writable by staff holding the model permission (as in
+the admin). Thin: FilterSet + serializer."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import viewsets
 
 from vramplan.openapi import CONFLICT, READ_ERRORS
-from vramplan.permissions import IsStaffOrReadOnly
 
 from ..filters import AcceleratorFilterSet, ArchitectureFilterSet, ConfigurationFilterSet, NodeFilterSet
 from ..models import Accelerator, Architecture, Configuration, Node
+from .permissions import CatalogPermission
 from .serializers import AcceleratorSerializer, ArchitectureSerializer, ConfigurationSerializer, NodeSerializer
 
 
@@ -31,7 +32,7 @@ def _errors(viewset):  # type: ignore[no-untyped-def]
 
 
 class CatalogViewSet(viewsets.ModelViewSet):
-    permission_classes = [IsStaffOrReadOnly]
+    permission_classes = [CatalogPermission]
     lookup_field = "slug"
 
     def perform_create(self, serializer) -> None:  # type: ignore[no-untyped-def]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from rest_framework.test import APIClient
 
-from catalog.models import Configuration
+from catalog.models import Accelerator, Configuration, CudaToolkit, Node
+from tests.factories import AcceleratorFactory, ArchitectureFactory, ConfigurationFactory, NodeFactory, VendorFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -63,6 +65,19 @@ def test_min_memory_and_fp8_returns_hopper_class_and_no_a100(api, catalog) -> No
         ("nvlink=maybe", "nvlink"),
         ("device=tpu", "device"),
         ("driver_branch=Rxyz", "driver_branch"),
+        # Each of these passed the field's own validation, then raised in the filter (a 500):
+        ("min_compute_capability=v8.9", "min_compute_capability"),
+        ("min_compute_capability=%3E%3D8.0", "min_compute_capability"),  # >=8.0
+        ("min_compute_capability=8.9.1", "min_compute_capability"),
+        ("min_compute_capability=8.9%20x", "min_compute_capability"),
+        ("min_compute_capability=%D9%A8.%D9%A9", "min_compute_capability"),  # Arabic-Indic digits
+        ("cuda=v12.4", "cuda"),
+        ("cuda=%3E%3D12.4", "cuda"),  # >=12.4
+        ("cuda=12.4%20x", "cuda"),
+        ("driver_branch=R%C2%B2", "driver_branch"),  # R² (str.isdigit() is true for ²)
+        ("driver_branch=" + "5" * 5000, "driver_branch"),
+        ("min_memory=" + "9" * 4301, "min_memory"),
+        ("min_memory=1." + "5" * 4301 + "GB", "min_memory"),
     ],
 )
 def test_bad_filter_values_are_400s_that_say_what_was_expected(api, catalog, query, field) -> None:  # type: ignore[no-untyped-def]
@@ -114,13 +129,12 @@ def test_cuda_filter_keeps_drivers_that_support_it(api, catalog) -> None:  # typ
     assert all(c["driver_version"] for c in cuda12)
 
 
-def test_catalog_writes_need_staff(api, staff_api, catalog) -> None:  # type: ignore[no-untyped-def]
-    config = Configuration.objects.filter(kind="gpu").select_related("accelerator").first()
+def _config_payload(accelerator_slug: str, **changes) -> dict:  # type: ignore[no-untyped-def]
     payload = {
         "slug": "test-box",
         "name": "Test box",
         "kind": "gpu",
-        "accelerator_slug": config.accelerator.slug,
+        "accelerator_slug": accelerator_slug,
         "device_count": 2,
         "nvlink_domain_size": 1,
         "vcpus": 32,
@@ -128,33 +142,145 @@ def test_catalog_writes_need_staff(api, staff_api, catalog) -> None:  # type: ig
         "disk_bytes": 2 * 10**12,
         "driver_version": "550.54.15",
     }
+    return {**payload, **changes}
+
+
+def test_catalog_writes_need_the_model_permission(api, staff_api, editor_api, admin_user, catalog) -> None:  # type: ignore[no-untyped-def]
+    config = Configuration.objects.filter(kind="gpu").select_related("accelerator").first()
+    payload = _config_payload(config.accelerator.slug)
     assert api.post(CONFIGS, payload, format="json").status_code == 403
-    response = staff_api.post(CONFIGS, payload, format="json")
+    # Staff without catalog.add_configuration: refused, as the admin refuses them.
+    refused = staff_api.post(CONFIGS, payload, format="json")
+    assert refused.status_code == 403, refused.content
+    assert "permission" in refused.json()["detail"]
+    assert staff_api.get(CONFIGS).status_code == 200  # reading needs no permission
+    response = editor_api.post(CONFIGS, payload, format="json")
     assert response.status_code == 201, response.content
     assert response.json()["total_memory_bytes"] == 2 * config.accelerator.marketed_memory_bytes
     assert api.delete(f"{CONFIGS}test-box/").status_code == 403
+    assert staff_api.delete(f"{CONFIGS}test-box/").status_code == 403
+    assert staff_api.patch(f"{CONFIGS}test-box/", {"notes": "x"}, format="json").status_code == 403
+    superuser = APIClient()
+    superuser.force_authenticate(admin_user)
+    assert superuser.patch(f"{CONFIGS}test-box/", {"notes": "x"}, format="json").status_code == 200
+    assert editor_api.delete(f"{CONFIGS}test-box/").status_code == 204
 
 
-def test_invalid_writes_are_400_not_500(staff_api, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_invalid_writes_are_400_not_500(editor_api, catalog) -> None:  # type: ignore[no-untyped-def]
     config = Configuration.objects.filter(kind="gpu").select_related("accelerator").first()
-    payload = {
-        "slug": "bad-box",
-        "name": "Bad box",
-        "kind": "gpu",
-        "accelerator_slug": config.accelerator.slug,
-        "device_count": 2,
-        "nvlink_domain_size": 4,  # more NVLink peers than devices: a schema constraint
-        "vcpus": 32,
-        "host_ram_bytes": 256 * 10**9,
-        "disk_bytes": 2 * 10**12,
-    }
-    response = staff_api.post(CONFIGS, payload, format="json")
+    payload = _config_payload(config.accelerator.slug, slug="bad-box", name="Bad box", nvlink_domain_size=4)
+    del payload["driver_version"]
+    response = editor_api.post(CONFIGS, payload, format="json")  # more NVLink peers than devices
     assert response.status_code == 400, response.content
+    assert "nvlink_domain_size" in response.json()
     payload.update(nvlink_domain_size=1, kind="cpu")  # a CPU configuration cannot carry an accelerator
-    assert staff_api.post(CONFIGS, payload, format="json").status_code == 400
+    assert editor_api.post(CONFIGS, payload, format="json").status_code == 400
     payload.update(kind="gpu", host_ram_bytes=-1)
-    response = staff_api.post(CONFIGS, payload, format="json")
+    response = editor_api.post(CONFIGS, payload, format="json")
     assert response.status_code == 400 and "host_ram_bytes" in response.json()
+
+
+def test_more_devices_than_a_node_holds_is_a_400_on_device_count(editor_api, db) -> None:  # type: ignore[no-untyped-def]
+    accelerator = AcceleratorFactory(max_devices_per_node=4)
+    response = editor_api.post(CONFIGS, _config_payload(accelerator.slug, device_count=8), format="json")
+    assert response.status_code == 400, response.content
+    assert "max_devices_per_node=4" in response.json()["device_count"][0]
+    assert not Configuration.objects.filter(slug="test-box").exists()
+    assert editor_api.post(CONFIGS, _config_payload(accelerator.slug, device_count=4), format="json").status_code == 201
+
+
+@pytest.mark.parametrize("driver", ["banana", "1000.1", "x.y", "550.54.15.1.2", "R"])
+def test_unreadable_driver_versions_are_400s(editor_api, db, driver) -> None:  # type: ignore[no-untyped-def]
+    accelerator = AcceleratorFactory()
+    response = editor_api.post(CONFIGS, _config_payload(accelerator.slug, driver_version=driver), format="json")
+    assert response.status_code == 400, response.content
+    assert "driver_version" in response.json()
+    assert not Configuration.objects.filter(slug="test-box").exists()
+    config = ConfigurationFactory(accelerator=accelerator, device_count=2, nvlink_domain_size=1)
+    response = editor_api.patch(f"{CONFIGS}{config.slug}/", {"driver_version": driver}, format="json")
+    assert response.status_code == 400, response.content
+    assert "driver_version" in response.json()
+    config.refresh_from_db()
+    assert config.driver_version == "550.54.15"
+
+
+@pytest.mark.parametrize("field", ["version", "min_driver_linux", "minor_compat_min_driver_linux"])
+def test_cuda_toolkit_versions_are_validated(db, field) -> None:  # type: ignore[no-untyped-def]
+    from django.core.exceptions import ValidationError
+
+    toolkit = CudaToolkit(version="12.4.1", family="12.x", min_driver_linux="550.54.15")
+    toolkit.full_clean()
+    setattr(toolkit, field, "twelve")
+    with pytest.raises(ValidationError) as excinfo:
+        toolkit.full_clean()
+    assert field in excinfo.value.message_dict
+
+
+ACCELERATORS = "/api/v1/accelerators/"
+
+
+def _accelerator_payload(architecture: str, **changes) -> dict:  # type: ignore[no-untyped-def]
+    payload = {
+        "slug": "new-gpu",
+        "name": "New GPU",
+        "architecture": architecture,
+        "marketed_memory_bytes": 80 * 10**9,
+        "source_url": "https://example.org/datasheet",
+    }
+    return {**payload, **changes}
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"dense_tflops": [1, 2]}, "dense_tflops"),  # a list was taken for a many-to-many: a 500 after saving
+        ({"dense_tflops": {"bf16": "fast"}}, "dense_tflops"),
+        ({"dense_tflops": {"bf16": -1}}, "dense_tflops"),
+        ({"dense_tflops": "989"}, "dense_tflops"),
+        ({"uncertain_fields": [True, ""]}, "uncertain_fields"),
+        ({"uncertain_fields": [{"a": 1}]}, "uncertain_fields"),
+        ({"uncertain_fields": "tdp_watts"}, "uncertain_fields"),
+    ],
+)
+def test_accelerator_json_fields_are_checked_before_saving(editor_api, db, changes, field) -> None:  # type: ignore[no-untyped-def]
+    architecture = ArchitectureFactory()
+    response = editor_api.post(ACCELERATORS, _accelerator_payload(architecture.slug, **changes), format="json")
+    assert response.status_code == 400, response.content
+    assert field in response.json(), response.json()
+    assert not Accelerator.objects.filter(slug="new-gpu").exists()
+
+
+def test_accelerator_json_lists_and_objects_round_trip(editor_api, db) -> None:  # type: ignore[no-untyped-def]
+    architecture = ArchitectureFactory()
+    payload = _accelerator_payload(
+        architecture.slug, uncertain_fields=[], dense_tflops={"bf16": 989.5, "fp64": None, "int8": 1979}
+    )
+    response = editor_api.post(ACCELERATORS, payload, format="json")
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["uncertain_fields"] == [] and body["dense_tflops"] == {"bf16": 989.5, "fp64": None, "int8": 1979}
+    response = editor_api.patch(f"{ACCELERATORS}new-gpu/", {"uncertain_fields": ["tdp_watts"]}, format="json")
+    assert response.status_code == 200, response.content
+    assert Accelerator.objects.get(slug="new-gpu").uncertain_fields == ["tdp_watts"]
+
+
+def test_a_failed_write_saves_nothing(editor_api, db, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """create() runs in one transaction: a failure after the row is saved leaves no row behind."""
+    from catalog.api.serializers import ArchitectureSerializer
+    from catalog.models import Architecture
+
+    vendor = VendorFactory()
+
+    # set() of a non-iterable fails after instance.save(): the row must be rolled back with it.
+    def not_iterable(self, data):  # type: ignore[no-untyped-def]
+        data.pop("precisions")
+        return {"precisions": 42}
+
+    monkeypatch.setattr(ArchitectureSerializer, "_pop_many_to_many", not_iterable)
+    payload = {"slug": "arch-x", "name": "Arch X", "family": "X", "vendor": vendor.slug, "precisions": []}
+    with pytest.raises(TypeError):
+        editor_api.post("/api/v1/architectures/", payload, format="json")
+    assert not Architecture.objects.filter(slug="arch-x").exists()
 
 
 def test_detail_by_slug_and_404(api, catalog) -> None:  # type: ignore[no-untyped-def]
@@ -170,3 +296,104 @@ def test_accelerators_carry_sources_and_uncertainty(api, catalog) -> None:  # ty
     assert any(a["uncertain_fields"] for a in accelerators)
     h100 = next(a for a in accelerators if a["slug"].startswith("h100-sxm"))
     assert "fp8" in h100["precisions"]
+
+
+def test_cuda_filter_is_nvidia_only_whatever_a_rocm_version_reads_as(api, db) -> None:  # type: ignore[no-untyped-def]
+    CudaToolkit.objects.create(version="12.4.0", family="12.x", min_driver_linux="550.54.14")
+    nvidia = ConfigurationFactory(driver_version="550.54.15")
+    amd = ConfigurationFactory(
+        accelerator__architecture__vendor=VendorFactory(slug="amd", name="AMD"), driver_version="700.1"
+    )  # a (future) ROCm version whose key passes the CUDA 12.4 floor
+    found = {c["slug"] for c in _all(api, f"{CONFIGS}?cuda=12.4")}
+    assert nvidia.slug in found and amd.slug not in found
+    assert {c["slug"] for c in _all(api, f"{CONFIGS}?cuda=cu124")} == found
+
+
+@pytest.mark.parametrize("query", ["driver_branch=550", "driver_branch=R550", "driver_branch=r550"])
+def test_driver_branch_filter_uses_the_version_key(api, db, query) -> None:  # type: ignore[no-untyped-def]
+    in_branch = ConfigurationFactory(driver_version="550.54.15")
+    short = ConfigurationFactory(driver_version="550")
+    ConfigurationFactory(driver_version="55.1")  # 55.x is not 550.x
+    ConfigurationFactory(driver_version="")
+    ConfigurationFactory(driver_version="570.195.03")
+    ConfigurationFactory(
+        accelerator__architecture__vendor=VendorFactory(slug="amd", name="AMD"), driver_version="550.1"
+    )
+    found = {c["slug"] for c in _all(api, f"{CONFIGS}?{query}")}
+    assert found == {in_branch.slug, short.slug}
+    rows = {c["slug"]: c["driver_branch"] for c in _all(api, CONFIGS)}
+    assert rows[in_branch.slug] == rows[short.slug] == "R550"
+
+
+def test_min_compute_capability_accepts_the_spellings_it_documents(api, db) -> None:  # type: ignore[no-untyped-def]
+    ada = ConfigurationFactory(
+        accelerator__architecture__compute_capability_major=8, accelerator__architecture__compute_capability_minor=9
+    )
+    ampere = ConfigurationFactory(
+        accelerator__architecture__compute_capability_major=8, accelerator__architecture__compute_capability_minor=6
+    )
+    for value in ("8.9", "89", "sm_89"):
+        found = {c["slug"] for c in _all(api, f"{CONFIGS}?min_compute_capability={value}")}
+        assert ada.slug in found and ampere.slug not in found, value
+
+
+NODES = "/api/v1/nodes/"
+INVENTORY = {
+    "host": {"hostname": "secret-box.internal", "ram_total_bytes": 2 * 10**12, "architecture": "x86_64"},
+    "nvml": {
+        "driver_version": "550.54.15",
+        "devices": [
+            {
+                "name": "NVIDIA H100 80GB HBM3",
+                "total_memory_bytes": 85_520_809_984,
+                "usable_memory_bytes": 84_954_578_944,
+                "free_memory_bytes": 1,
+                "processes": [{"pid": 4242, "used_memory_bytes": 70 * 10**9}],
+            }
+        ]
+        * 2,
+    },
+}
+
+
+def test_node_inventory_and_hostname_are_for_staff_only(api, staff_api, db) -> None:  # type: ignore[no-untyped-def]
+    node = NodeFactory(
+        hostname="secret-box.internal",
+        inventory=INVENTORY,
+        device_count=2,
+        probe="nvml",
+        driver_version="550.54.15",
+        cuda_driver_version="12.4",
+    )
+    seen = api.get(f"{NODES}{node.name}/").json()
+    assert seen["hostname"] is None and seen["inventory"] is None
+    text = api.get(NODES).content.decode()
+    assert "secret-box" not in text and "4242" not in text and "processes" not in text
+    summary = seen["inventory_summary"]
+    assert summary == {
+        "probe": "nvml",
+        "device_count": 2,
+        "devices": [
+            {
+                "name": "NVIDIA H100 80GB HBM3",
+                "total_memory_bytes": 85_520_809_984,
+                "usable_memory_bytes": 84_954_578_944,
+            }
+        ]
+        * 2,
+        "total_device_memory_bytes": 2 * 85_520_809_984,
+        "host_ram_total_bytes": 2 * 10**12,
+        "driver_version": "550.54.15",
+        "cuda_driver_version": "12.4",
+    }
+    full = staff_api.get(f"{NODES}{node.name}/").json()
+    assert full["hostname"] == "secret-box.internal"
+    assert full["inventory"]["nvml"]["devices"][0]["processes"][0]["pid"] == 4242
+    assert full["inventory_summary"] == summary
+
+
+def test_node_summary_of_an_empty_inventory(api, db) -> None:  # type: ignore[no-untyped-def]
+    node = Node.objects.create(name="bare", inventory={})
+    summary = api.get(f"{NODES}{node.name}/").json()["inventory_summary"]
+    assert summary["devices"] == [] and summary["total_device_memory_bytes"] == 0
+    assert summary["host_ram_total_bytes"] is None
