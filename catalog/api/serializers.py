@@ -226,6 +226,12 @@ class NodeInventorySummarySerializer(serializers.Serializer):
     cuda_driver_version = serializers.CharField()
 
 
+@extend_schema_field({"type": "object", "additionalProperties": {}})
+class NullableObjectField(serializers.JSONField):
+    """A JSON object, documented as ``type: [object, null]`` with ``allow_null`` (a plain nullable JSONField
+    is documented as ``oneOf: [{}, null]``, which null matches twice)."""
+
+
 class NodeSerializer(FullCleanMixin, serializers.ModelSerializer):
     """A node. ``hostname`` and the full ``inventory`` (per-process GPU memory, free memory, host details)
     are for staff only and null for everyone else; ``inventory_summary`` is for every signed-in user."""
@@ -236,7 +242,7 @@ class NodeSerializer(FullCleanMixin, serializers.ModelSerializer):
     hostname = serializers.CharField(
         max_length=255, allow_blank=True, allow_null=True, required=False, help_text="Staff only; null for others."
     )
-    inventory = serializers.JSONField(
+    inventory = NullableObjectField(
         read_only=True, allow_null=True, help_text="The probe's full report; staff only, null for others."
     )
     inventory_summary = serializers.SerializerMethodField()
