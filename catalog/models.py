@@ -335,7 +335,9 @@ class Node(models.Model):
     inventory = models.JSONField(default=dict, blank=True)
     device_count = models.PositiveSmallIntegerField(default=0)
     verified_usable_memory_bytes = models.BigIntegerField(
-        null=True, blank=True, help_text="Smallest total memory a device on this node reports (bytes)."
+        null=True,
+        blank=True,
+        help_text="Smallest usable memory of a device on this node: NVML total less the driver reserve (bytes).",
     )
     driver_version = models.CharField(max_length=24, blank=True)
     cuda_driver_version = models.CharField(max_length=16, blank=True)

@@ -10,7 +10,7 @@ export DJANGO_DEBUG=${DJANGO_DEBUG:-1}
 mkdir -p var
 
 "$BIN/python" manage.py migrate --no-input
-"$BIN/python" manage.py loadcatalog
+"$BIN/python" manage.py loadcatalog --keep-edits  # never overwrites edits made in the admin
 "$BIN/python" manage.py createdemouser --base-url "http://$HOST:$PORT"
 
 # One local worker with an embedded beat (node heartbeats); stopped when the server stops.

@@ -32,6 +32,7 @@ import jsonschema_rs
 import pytest
 import schemathesis
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.core.cache import cache
 from django.core.management import call_command
 from django.core.signals import got_request_exception, request_finished, request_started
@@ -153,6 +154,8 @@ def world(django_db_setup, django_db_blocker):  # type: ignore[no-untyped-def]
             call_command("loadcatalog", verbosity=0)
             users = get_user_model().objects
             staff = users.create_user(username="fuzz-staff", password="fuzz-staff-password-1", is_staff=True)
+            # catalog writes need the model permissions, as in the admin (catalog.api.permissions)
+            staff.user_permissions.set(Permission.objects.filter(content_type__app_label="catalog"))
             user = users.create_user(username="fuzz-user", password="fuzz-user-password-1")
             other = users.create_user(username="fuzz-other", password="fuzz-other-password-1")
             workloads = ROOT / "fixtures" / "workloads"
@@ -225,7 +228,7 @@ def test_api_as_user(case, world) -> None:  # type: ignore[no-untyped-def]
     _call_and_validate(case, world, "user")
 
 
-# --- Trackers of the tolerated bugs: each XPASSes (and so fails) once its bug is fixed -----------------
+# --- Regression tests for the bugs this fuzzing found, now fixed ------------------------------------------
 
 
 def _request(world: World, role: str, method: str, path: str, **kwargs):  # type: ignore[no-untyped-def]

@@ -299,3 +299,22 @@ def test_committed_fixtures_match_the_builder() -> None:
         del sys.modules["build_catalog"]
     for name, document in builder.build(SHARED_DATA).items():
         assert (CATALOG / name).read_text() == builder.render(document), f"{name} is stale: rebuild it"
+
+
+def test_keep_edits_loads_an_empty_catalog_and_then_leaves_edits_alone(db) -> None:  # type: ignore[no-untyped-def]
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from catalog.models import Accelerator
+
+    call_command("loadcatalog", "--keep-edits", stdout=StringIO())
+    h100 = Accelerator.objects.get(slug__startswith="h100-sxm")
+    h100.usable_memory_bytes = 85_000_000_000  # verified on a node, set in the admin
+    h100.save()
+    out = StringIO()
+    call_command("loadcatalog", "--keep-edits", stdout=out)
+    h100.refresh_from_db()
+    assert h100.usable_memory_bytes == 85_000_000_000
+    assert "left as it is" in out.getvalue()
+    assert "accelerators: 0 created, 1 updated" in out.getvalue()  # reported, not applied

@@ -1,6 +1,8 @@
-"""``manage.py loadcatalog [--path DIR] [--dry-run] [--prune]``: load or refresh the device catalog.
+"""``manage.py loadcatalog [--path DIR] [--dry-run] [--prune] [--keep-edits]``: load or refresh the catalog.
 
 A thin adapter over :func:`catalog.services.catalog_load_path`; running it twice changes nothing.
+``--keep-edits`` (what ``make run`` uses) loads an empty catalog but never overwrites a loaded one:
+it reports what the files would change, so edits made in the admin survive a restart.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from catalog.models import Accelerator
 from catalog.services import DEFAULT_CATALOG_DIR, CatalogDataError, catalog_load_path
 
 
@@ -24,14 +27,22 @@ class Command(BaseCommand):
         )
         parser.add_argument("--dry-run", action="store_true", help="report what would change, then roll back")
         parser.add_argument(
+            "--keep-edits",
+            action="store_true",
+            help="load only into an empty catalog; otherwise report what the files would change (dry run)",
+        )
+        parser.add_argument(
             "--prune",
             action="store_true",
             help="delete rows the files no longer list, unless something references them (kept and reported)",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        keep_edits = options["keep_edits"] and Accelerator.objects.exists()
         try:
-            report = catalog_load_path(options["path"], dry_run=options["dry_run"], prune=options["prune"])
+            report = catalog_load_path(
+                options["path"], dry_run=options["dry_run"] or keep_edits, prune=options["prune"]
+            )
         except CatalogDataError as exc:
             raise CommandError(str(exc)) from None
         verbosity = options["verbosity"]
@@ -41,6 +52,8 @@ class Command(BaseCommand):
                 self.stdout.write(prefix + line)
             if report.stale and not options["prune"]:
                 self.stdout.write("Rows not in the files were kept; --prune deletes the unreferenced ones.")
+            if keep_edits:
+                self.stdout.write("The catalog was already loaded and was left as it is: run loadcatalog to apply.")
         if verbosity >= 2:
             for change in report.changes:
                 self.stdout.write(f"  updated {change}")
