@@ -40,9 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=2000)
     args = ap.parse_args(argv)
-    payloads = {
-        p.stem: json.loads(p.read_text()) for p in sorted((REPO / "fixtures" / "workloads").glob("*.json"))
-    }
+    payloads = {p.stem: json.loads(p.read_text()) for p in sorted((REPO / "fixtures" / "workloads").glob("*.json"))}
     all_est: list[float] = []
     all_full: list[float] = []
     print(f"{'workload':<40}{'estimate median ms':>20}{'p90':>10}{'validate+estimate median':>26}{'p90':>10}")
@@ -57,12 +55,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:<40}{statistics.median(est):>20.4f}{_p90(est):>10.4f}{statistics.median(full):>26.4f}{_p90(full):>10.4f}"
         )
     med = statistics.median(all_est)
-    print(
-        f"{'ALL':<40}{med:>20.4f}{_p90(all_est):>10.4f}{statistics.median(all_full):>26.4f}{_p90(all_full):>10.4f}"
-    )
-    print(
-        f"target: median estimate ≤ {TARGET_MEDIAN_MS} ms → {'met' if med <= TARGET_MEDIAN_MS else 'NOT met'}"
-    )
+    print(f"{'ALL':<40}{med:>20.4f}{_p90(all_est):>10.4f}{statistics.median(all_full):>26.4f}{_p90(all_full):>10.4f}")
+    print(f"target: median estimate ≤ {TARGET_MEDIAN_MS} ms → {'met' if med <= TARGET_MEDIAN_MS else 'NOT met'}")
     return 0
 
 

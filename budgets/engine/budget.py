@@ -120,8 +120,7 @@ class Budget:
             "devices": self.devices,
             "per_device": {
                 "components": {
-                    c.name: {"bytes": c.bytes, "low": c.low, "high": c.high, "note": c.note}
-                    for c in pd.components
+                    c.name: {"bytes": c.bytes, "low": c.low, "high": c.high, "note": c.note} for c in pd.components
                 },
                 "total": {"bytes": pd.total_bytes, "low": pd.total_low_bytes, "high": pd.total_high_bytes},
                 "peak_phase": pd.peak_phase,
@@ -153,8 +152,7 @@ def render_table(budget: Budget) -> str:
     """A fixed-width table for the command line: every component in GB (1e9 B) and GiB (2^30 B)."""
     pd = budget.per_device
     lines = [
-        f"workload {budget.workload!r}  device {budget.device}  devices {budget.devices}  "
-        f"peak phase {pd.peak_phase}",
+        f"workload {budget.workload!r}  device {budget.device}  devices {budget.devices}  peak phase {pd.peak_phase}",
         f"{'component':<16}{'GB':>12}{'GiB':>12}{'low GiB':>12}{'high GiB':>12}  note",
     ]
     for c in pd.components:

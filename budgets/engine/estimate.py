@@ -94,9 +94,7 @@ def _band(device: str) -> tuple[float, float]:
 # --- inference ---------------------------------------------------------------------------------
 
 
-def _inference_stage(
-    w: Workload, stage: parallel.Stage, weights: Range, device_memory_bytes: int | None
-) -> _Stage:
+def _inference_stage(w: Workload, stage: parallel.Stage, weights: Range, device_memory_bytes: int | None) -> _Stage:
     assert w.inference is not None
     spec = w.spec
     inf = w.inference
@@ -139,9 +137,7 @@ def _inference_stage(
         # transformers generate sizes its StaticCache to max_length - 1 positions (the last token is
         # never fed back; generation/utils.py `_prepare_cache_for_generation`)
         slots = longest - 1 if (layout == "contiguous" and inf.engine == "transformers") else longest
-        kv_final = kv.kv_cache_bytes(
-            spec, stage.kv_heads, layers, kv_prec, layout, slots, b, inf.kv_block_tokens
-        )
+        kv_final = kv.kv_cache_bytes(spec, stage.kv_heads, layers, kv_prec, layout, slots, b, inf.kv_block_tokens)
         kv_prefill = kv_final
         growth = 0
         out.preallocated = True
@@ -189,9 +185,7 @@ def _inference_stage(
     generation_ids = b * (3 * s + 2 * longest - 1) * 8
     prev_scores = act.previous_step_scores(b, xp.vocab) if stage.holds_head else 0
     # in a layer the dynamic cache's growth copy (kv_cache component) is alive; at the head it is not
-    decode_act = (
-        decode_model + generation_ids + prev_scores + max(decode_layer, 2 * b * xp.h * d + logits - growth)
-    )
+    decode_act = decode_model + generation_ids + prev_scores + max(decode_layer, 2 * b * xp.h * d + logits - growth)
     # between forwards: logits processing of the last step, over the final cache (no forward alive)
     sample_act = act.logits_sample(b, xp.vocab, d) + generation_ids if stage.holds_head else 0
     sample_low = act.logits_sample(b, xp.vocab, d, processors=0) + generation_ids if stage.holds_head else 0
@@ -245,9 +239,7 @@ def _vllm_stage(
     b = inf.concurrent_sessions
     longest = inf.max_request_tokens
     lo, hi = _band(w.runtime.device)
-    needed = kv.kv_cache_bytes(
-        spec, stage.kv_heads, stage.layers, kv_prec, "paged", longest, b, inf.kv_block_tokens
-    )
+    needed = kv.kv_cache_bytes(spec, stage.kv_heads, stage.layers, kv_prec, "paged", longest, b, inf.kv_block_tokens)
     # profiled forward: max_num_batched_tokens in one step with fused qkv / gate_up kernels
     tokens = min(VLLM_MAX_BATCHED_TOKENS, max(b * longest, 1))
     x = _shape(spec, stage, 1, tokens, tokens, d)
@@ -268,9 +260,7 @@ def _vllm_stage(
     )
     if device_memory_bytes:
         runtime_r, _ = rt.cuda_context(w.runtime.device, w.runtime.cuda_version_tuple)
-        non_torch = (
-            runtime_r.bytes + ws.nccl(w.runtime.device, w.parallelism.tensor, w.parallelism.pipeline, 1).bytes
-        )
+        non_torch = runtime_r.bytes + ws.nccl(w.runtime.device, w.parallelism.tensor, w.parallelism.pipeline, 1).bytes
         requested = int(device_memory_bytes * inf.gpu_memory_utilization)
         pool = max(requested - weights.bytes - activations.bytes - non_torch - VLLM_CUDA_GRAPHS.bytes, 0)
         block_bytes = per_tok * inf.kv_block_tokens
@@ -278,9 +268,7 @@ def _vllm_stage(
         per_request_blocks = math.ceil(longest / inf.kv_block_tokens)
         max_conc = blocks // per_request_blocks if per_request_blocks else 0
         max_tokens = (blocks // b) * inf.kv_block_tokens
-        kv_value = (
-            Range(min(needed, pool), max(pool, needed), max(pool, needed)) if pool else Range.exact(needed)
-        )
+        kv_value = Range(min(needed, pool), max(pool, needed), max(pool, needed)) if pool else Range.exact(needed)
         kv_note = (
             f"vLLM KV pool = {inf.gpu_memory_utilization:g} × device memory − weights − profiled activations − "
             f"non-torch = {pool:,} B ({blocks:,} blocks); the workload needs {needed:,} B"
@@ -376,16 +364,12 @@ def _training_stage(
     opt_bytes = int(opt_bytes) if opt_bytes == int(opt_bytes) else math.ceil(opt_bytes)
     if device == "cpu":
         n_tensors = (
-            _param_tensors(spec, stage.layers)
-            if t.method == "full"
-            else 2 * stage.layers * len(t.lora.target_modules)
+            _param_tensors(spec, stage.layers) if t.method == "full" else 2 * stage.layers * len(t.lora.target_modules)
         )
         opt_bytes += tr.adam_step_tensors_bytes(t.optimizer, n_tensors)
     optimizer = Range.exact(opt_bytes)
     step_temp = (
-        trainable
-        * tr.optimizer_step_transient_per_param(t.optimizer, prec.weights, prec.master_weights)
-        / o_shards
+        trainable * tr.optimizer_step_transient_per_param(t.optimizer, prec.weights, prec.master_weights) / o_shards
     )
 
     # activations
@@ -401,9 +385,7 @@ def _training_stage(
     # sliding SDPA layer saves its converted (additive, dtype d) copy of the bool mask for backward
     # the training step passes no 2D attention mask (labels only): a sliding bool mask is batch-broadcast
     mask, sliding_mask_copy = act.attention_masks(spec, x, attention, s, batch_broadcast=True)
-    sliding_layers = (
-        round(spec.num_sliding_layers * stage.layers / spec.num_layers) if spec.num_layers else 0
-    )
+    sliding_layers = round(spec.num_sliding_layers * stage.layers / spec.num_layers) if spec.num_layers else 0
     if mode == "none" and sliding_mask_copy:
         saved_layers += sliding_mask_copy * sliding_layers * stage.in_flight_microbatches
     # the embedding output is the model forward's `inputs_embeds` local. An fp32 RMSNorm, or the
@@ -450,9 +432,7 @@ def _training_stage(
     fwd_act = (
         saved_layers + embed_out + model_level + final_norm + (act.loss_forward(x, spec) if stage.holds_head else 0)
     )
-    bwd_start_act = (
-        saved_layers + kept_model_level + final_norm + max(loss_fwd, loss_keep + recompute + bwd_transient)
-    )
+    bwd_start_act = saved_layers + kept_model_level + final_norm + max(loss_fwd, loss_keep + recompute + bwd_transient)
     # late backward, the stage's first layer: its recompute and gradients, the gradient of its input,
     # cos/sin (and checkpointed masks) still saved; every parameter gradient exists but the untied
     # embedding's, which EmbeddingBackward0 allocates only after this layer's backward has returned
@@ -468,9 +448,7 @@ def _training_stage(
 
     # workspace: optimizer foreach buffer, ZeRO-3 gathered layers, DDP/ZeRO buckets, NCCL, cuBLAS
     layer_params_full = (layer_p / max(stage.layers, 1)) if stage.layers else 0
-    zero3_gather = (
-        2 * layer_params_full * nbytes(prec.weights) if stage.zero_stage >= 3 and stage.data > 1 else 0
-    )
+    zero3_gather = 2 * layer_params_full * nbytes(prec.weights) if stage.zero_stage >= 3 and stage.data > 1 else 0
     buckets = 0.0
     if stage.data > 1:
         if stage.zero_stage == 0:
@@ -572,9 +550,7 @@ def _custom(w: Workload) -> Budget:
     device = w.runtime.device
     runtime_r, runtime_note = rt.cuda_context(device, w.runtime.cuda_version_tuple)
     tensors = sum(per.values())
-    fr = frag.fragmentation(
-        device, per["activations"] + per["kv_cache"], 0, w.runtime.expandable_segments, False
-    )
+    fr = frag.fragmentation(device, per["activations"] + per["kv_cache"], 0, w.runtime.expandable_segments, False)
     comps = []
     for name in COMPONENT_NAMES:
         if name in per:
@@ -705,9 +681,7 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None) -> Budg
     par = w.parallelism
     device = w.runtime.device
     runtime_r, runtime_note = rt.cuda_context(device, w.runtime.cuda_version_tuple)
-    ws_base = ws.cublas(device) + ws.nccl(
-        device, par.tensor, par.pipeline, par.data if w.task == "training" else 1
-    )
+    ws_base = ws.cublas(device) + ws.nccl(device, par.tensor, par.pipeline, par.data if w.task == "training" else 1)
     ws_base = ws_base + ws.attention_backend(device, w.runtime.attention)
     stages = parallel.stages(
         spec,

@@ -50,9 +50,7 @@ class Architecture(_Section):
     mlp: Literal["gated", "standard"] = "gated"
     num_experts: int = Field(1, ge=1, le=4096)
     experts_per_token: int | None = Field(None, ge=1, le=4096, description="default: min(2, num_experts)")
-    moe_intermediate_size: int | None = Field(
-        None, ge=1, le=1_048_576, description="default: intermediate_size"
-    )
+    moe_intermediate_size: int | None = Field(None, ge=1, le=1_048_576, description="default: intermediate_size")
     attention_bias: bool = False
     norm: Literal["rms", "layer"] = "rms"
 
@@ -60,9 +58,7 @@ class Architecture(_Section):
     def _check(self) -> Architecture:
         kv = self.num_key_value_heads or self.num_attention_heads
         if self.num_attention_heads % kv:
-            raise ValueError(
-                f"num_key_value_heads ({kv}) must divide num_attention_heads ({self.num_attention_heads})"
-            )
+            raise ValueError(f"num_key_value_heads ({kv}) must divide num_attention_heads ({self.num_attention_heads})")
         if self.head_dim is None and self.hidden_size % self.num_attention_heads:
             raise ValueError("give head_dim: hidden_size is not a multiple of num_attention_heads")
         if self.experts_per_token is not None and self.experts_per_token > self.num_experts:
@@ -73,14 +69,10 @@ class Architecture(_Section):
 class ModelRef(_Section):
     """Exactly one of preset / hf_config / architecture, plus optional exact overrides."""
 
-    preset: str | None = Field(
-        None, min_length=1, max_length=200, description="an id from fixtures/model_presets.json"
-    )
+    preset: str | None = Field(None, min_length=1, max_length=200, description="an id from fixtures/model_presets.json")
     hf_config: dict[str, Any] | None = Field(None, description="content of a Hugging Face config.json")
     architecture: Architecture | None = None
-    parameter_count: int | None = Field(
-        None, ge=1, le=MAX_PARAMETERS, description="exact; overrides the derived count"
-    )
+    parameter_count: int | None = Field(None, ge=1, le=MAX_PARAMETERS, description="exact; overrides the derived count")
     weights_bytes: int | None = Field(None, ge=1, le=MAX_BYTES, description="exact on-device weight bytes")
 
     _spec: ModelSpec | None = PrivateAttr(default=None)
@@ -159,9 +151,7 @@ class PrecisionSpec(_Section):
     compute: Precision | None = Field(None, description="default: weights for fp32/bf16/fp16, else bf16")
     kv_cache: Precision | None = Field(None, description="default: compute")
     gradients: Precision | None = Field(None, description="training only; default: the weights' dtype")
-    master_weights: Literal["fp32"] | None = Field(
-        None, description="fp32 master copy in mixed precision, or null"
-    )
+    master_weights: Literal["fp32"] | None = Field(None, description="fp32 master copy in mixed precision, or null")
 
     @model_validator(mode="after")
     def _defaults(self) -> PrecisionSpec:
@@ -172,9 +162,7 @@ class PrecisionSpec(_Section):
         if self.gradients is None:
             self.gradients = self.weights if self.weights in FLOAT_PRECISIONS else self.compute
         if self.compute in ("int8", "int4"):
-            raise ValueError(
-                "compute must be fp32, bf16, fp16 or fp8 (integer formats store, they do not compute)"
-            )
+            raise ValueError("compute must be fp32, bf16, fp16 or fp8 (integer formats store, they do not compute)")
         return self
 
 
@@ -194,9 +182,7 @@ class InferenceSpec(_Section):
     @model_validator(mode="after")
     def _defaults(self) -> InferenceSpec:
         if self.kv_cache_layout is None:
-            self.kv_cache_layout = {"vllm": "paged", "transformers": "dynamic", "generic": "contiguous"}[
-                self.engine
-            ]
+            self.kv_cache_layout = {"vllm": "paged", "transformers": "dynamic", "generic": "contiguous"}[self.engine]
         if self.max_input_tokens + self.max_output_tokens > MAX_TOKENS:
             raise ValueError(f"max_input_tokens + max_output_tokens must be at most {MAX_TOKENS}")
         if self.engine == "vllm" and self.kv_cache_layout != "paged":
@@ -306,9 +292,7 @@ class Workload(_Section):
                 f"parallelism.tensor ({par.tensor}) must divide the model's {spec.num_attention_heads} attention heads"
             )
         if par.pipeline > spec.num_layers:
-            raise ValueError(
-                f"parallelism.pipeline ({par.pipeline}) exceeds the model's {spec.num_layers} layers"
-            )
+            raise ValueError(f"parallelism.pipeline ({par.pipeline}) exceeds the model's {spec.num_layers} layers")
         if par.devices > 65_536:
             raise ValueError("tensor × pipeline × data must be at most 65536 devices")
         if self.task == "training":

@@ -63,9 +63,7 @@ def test_custom_sums_components(example_workloads):
     assert pd.component("workspace").bytes == 800_000_000
 
 
-def _inference(
-    sessions: int, inp: int, out: int, engine: str, layout: str, attention: str, device: str
-) -> Workload:
+def _inference(sessions: int, inp: int, out: int, engine: str, layout: str, attention: str, device: str) -> Workload:
     return Workload.model_validate(
         {
             "task": "inference",
@@ -162,6 +160,4 @@ def test_checkpointing_reduces_activations():
 def test_eager_attention_materializes_scores():
     sdpa = estimate(_inference(8, 4096, 16, "transformers", "dynamic", "sdpa", "cpu")).per_device
     eager = estimate(_inference(8, 4096, 16, "transformers", "dynamic", "eager", "cpu")).per_device
-    assert (
-        eager.component("activations").bytes > sdpa.component("activations").bytes + 8 * 14 * 4096 * 4096 * 2
-    )
+    assert eager.component("activations").bytes > sdpa.component("activations").bytes + 8 * 14 * 4096 * 4096 * 2

@@ -25,11 +25,7 @@ def test_defaults_are_documented_and_resolved():
     assert w.inference is not None and w.inference.engine == "vllm" and w.inference.kv_cache_layout == "paged"
     assert w.inference.gpu_memory_utilization == 0.9
     assert w.precision.compute == "bf16" and w.precision.kv_cache == "bf16"
-    assert (
-        w.parallelism.tensor == 1
-        and w.runtime.device == "cuda"
-        and w.acceptance.min_headroom_fraction == 0.10
-    )
+    assert w.parallelism.tensor == 1 and w.runtime.device == "cuda" and w.acceptance.min_headroom_fraction == 0.10
 
 
 def test_unknown_field_is_rejected_with_its_path():

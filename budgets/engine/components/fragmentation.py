@@ -26,6 +26,4 @@ def fragmentation(
         expected, high = 0.05, 0.20
     else:
         expected, high = 0.10, 0.35
-    return Range(
-        rounding // 2, int(rounding + expected * transient_bytes), int(2 * rounding + high * transient_bytes)
-    )
+    return Range(rounding // 2, int(rounding + expected * transient_bytes), int(2 * rounding + high * transient_bytes))

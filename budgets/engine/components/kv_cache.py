@@ -53,8 +53,6 @@ def kv_cache_bytes(
     return int(per * cached_positions(spec, layers, tokens, window) * sequences)
 
 
-def dynamic_growth_transient(
-    spec: ModelSpec, kv_heads: int, precision: str, tokens: int, sequences: int
-) -> int:
+def dynamic_growth_transient(spec: ModelSpec, kv_heads: int, precision: str, tokens: int, sequences: int) -> int:
     """The extra copy torch.cat makes of one layer's K (or V) when the dynamic cache grows."""
     return int(kv_heads * spec.head_dim * nbytes(precision) * tokens * sequences)

@@ -13,9 +13,7 @@ from ..dtypes import nbytes
 STATES_PER_PARAM = {"adamw": 2.0, "sgd": 0.0, "sgd_momentum": 1.0, "lion": 1.0}
 
 
-def optimizer_state_bytes_per_param(
-    optimizer: str, weights: str, master: str | None, hidden_size: int
-) -> float:
+def optimizer_state_bytes_per_param(optimizer: str, weights: str, master: str | None, hidden_size: int) -> float:
     """Optimizer states + master copy, bytes per trainable parameter."""
     state_dtype = master or (weights if weights in ("fp32", "bf16", "fp16") else "fp32")
     sb = nbytes(state_dtype)
@@ -43,9 +41,7 @@ def optimizer_step_transient_per_param(optimizer: str, weights: str, master: str
     return 0.0
 
 
-def lora_parameters(
-    spec_h: int, q: int, kv: int, inter: int, layers: int, rank: int, targets: list[str]
-) -> int:
+def lora_parameters(spec_h: int, q: int, kv: int, inter: int, layers: int, rank: int, targets: list[str]) -> int:
     """LoRA A (r × in) and B (out × r) per targeted linear layer."""
     dims = {
         "q_proj": (spec_h, q),
