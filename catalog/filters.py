@@ -18,6 +18,12 @@ from .models import Accelerator, Architecture, Configuration, CudaToolkit, Node
 from .units import MEMORY_HELP, UnitError, parse_driver_branch, parse_memory
 
 
+def _invalid(message: str) -> ValidationError:
+    """A form error whose message may quote the user's input: django-filter %-formats messages later,
+    so a ``%`` in the input must be escaped, or it becomes a TypeError and a 500."""
+    return ValidationError(message.replace("%", "%%"), code="invalid")
+
+
 class MemoryField(forms.CharField):
     """``80GB``, ``79GiB``, ``81920MiB`` or bare bytes → int bytes."""
 
@@ -28,7 +34,7 @@ class MemoryField(forms.CharField):
         try:
             return parse_memory(value)
         except UnitError as exc:
-            raise ValidationError(str(exc), code="invalid") from None
+            raise _invalid(str(exc)) from None
 
 
 class MemoryFilter(filters.Filter):
@@ -45,7 +51,7 @@ class CudaVersionField(forms.CharField):
         try:
             return compat.parse_cuda_version(value)
         except compat.CompatError as exc:
-            raise ValidationError(str(exc), code="invalid") from None
+            raise _invalid(str(exc)) from None
 
 
 class CudaVersionFilter(filters.Filter):
@@ -62,7 +68,7 @@ class ComputeCapabilityField(forms.CharField):
         try:
             return compat.parse_compute_capability(value)
         except compat.CompatError as exc:
-            raise ValidationError(str(exc), code="invalid") from None
+            raise _invalid(str(exc)) from None
 
 
 class ComputeCapabilityFilter(filters.Filter):
@@ -79,7 +85,7 @@ class DriverBranchField(forms.CharField):
         try:
             return parse_driver_branch(value)
         except UnitError as exc:
-            raise ValidationError(str(exc), code="invalid") from None
+            raise _invalid(str(exc)) from None
 
 
 class DriverBranchFilter(filters.Filter):
@@ -110,7 +116,7 @@ class StrictBooleanField(forms.CharField):
             return True
         if text in {"false", "0", "no"}:
             return False
-        raise ValidationError(f"{value!r} is not a boolean; use true or false.", code="invalid")
+        raise _invalid(f"{value!r} is not a boolean; use true or false.")
 
 
 class StrictBooleanFilter(filters.Filter):
