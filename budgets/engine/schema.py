@@ -297,8 +297,7 @@ class Workload(_Section):
             raise ValueError("tensor × pipeline × data must be at most 65536 devices")
         if self.task == "training":
             assert self.training is not None
-            if par.zero_stage and par.data == 1:
-                pass  # allowed: ZeRO with one replica shards nothing
+            # ZeRO with one data-parallel replica is allowed: it shards nothing (per-device states unchanged).
             if self.training.method == "qlora" and self.precision.weights != "int4":
                 raise ValueError("training.method 'qlora' needs precision.weights 'int4'")
             if par.sequence_parallel and par.tensor == 1:

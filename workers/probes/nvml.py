@@ -121,11 +121,12 @@ def _memory(nv: ModuleType, handle: Any) -> tuple[int | None, int | None, int | 
     """
     version_v2 = getattr(nv, "nvmlMemory_v2", None)
     if version_v2 is not None:
-        try:
+        # A driver before R510 has no nvmlDeviceGetMemoryInfo_v2: fall through to v1.
+        with contextlib.suppress(
+            *_errors(nv, "NVMLError_FunctionNotFound", "NVMLError_ArgumentVersionMismatch", "NVMLError_NotSupported")
+        ):
             info = nv.nvmlDeviceGetMemoryInfo(handle, version=version_v2)
             return _positive(info.total), info.reserved, info.free, info.used, 2
-        except _errors(nv, "NVMLError_FunctionNotFound", "NVMLError_ArgumentVersionMismatch", "NVMLError_NotSupported"):
-            pass  # a driver before R510: no nvmlDeviceGetMemoryInfo_v2
     try:
         info = nv.nvmlDeviceGetMemoryInfo(handle)
     except _errors(nv, "NVMLError_NotSupported"):
