@@ -95,6 +95,12 @@ def _database(url: str) -> dict:
     if engine.endswith("postgresql"):
         config.setdefault("CONN_MAX_AGE", env_int("DATABASE_CONN_MAX_AGE", 60))
         config["CONN_HEALTH_CHECKS"] = True
+    else:
+        # The embedded default has two writers (web and worker): wait for the lock instead of failing,
+        # take it at BEGIN, and let readers run beside the writer (WAL).
+        config.setdefault("OPTIONS", {}).update(
+            {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+        )
     return config
 
 
