@@ -23,6 +23,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from budgets.engine import validation_errors
 from budgets.services import BudgetOutOfRange
+from measurements.services import ServiceError
 
 
 def _protected_detail(exc: ProtectedError | RestrictedError) -> dict[str, Any]:
@@ -37,6 +38,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response(validation_errors(exc), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, BudgetOutOfRange):
         return Response({"workload": [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, ServiceError):
+        if exc.conflict:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response({exc.field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, ProtectedError | RestrictedError):
         return Response(_protected_detail(exc), status=status.HTTP_409_CONFLICT)
     return drf_exception_handler(exc, context)

@@ -243,12 +243,20 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+_HEARTBEAT_SECONDS = float(env_int("NODE_HEARTBEAT_SECONDS", 60, minimum=5))
 CELERY_BEAT_SCHEDULE = {
-    "node-heartbeat": {
-        "task": "workers.tasks.node_heartbeat_dispatch",
-        "schedule": float(env_int("NODE_HEARTBEAT_SECONDS", 60, minimum=5)),
-    },
+    "node-heartbeat": {"task": "workers.tasks.node_heartbeat_dispatch", "schedule": _HEARTBEAT_SECONDS},
+    # Re-queue jobs whose node went silent, re-send lost messages, give queued jobs to free nodes.
+    "acceptance-jobs-reap": {"task": "workers.tasks.acceptance_jobs_reap", "schedule": _HEARTBEAT_SECONDS},
 }
+
+# Acceptance jobs: the synthetic workload's time limit (registered programs carry their own), and the
+# longest any job may run. Redis redelivers an unacknowledged message after the visibility timeout, so
+# it must outlast the longest job; a redelivered duplicate finds its row claimed and does nothing.
+ACCEPTANCE_JOB_TIME_LIMIT_SECONDS = env_int("ACCEPTANCE_JOB_TIME_LIMIT_SECONDS", 3600, minimum=10)
+ACCEPTANCE_JOB_MAX_SECONDS = 7 * 86_400  # RegisteredProgram.time_limit_seconds is capped here
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": ACCEPTANCE_JOB_MAX_SECONDS + 3600}
 
 # The node this process runs on, when it is a worker (name shown in the catalog's node list).
 VRAMPLAN_NODE_NAME = env.str("VRAMPLAN_NODE_NAME", default="")

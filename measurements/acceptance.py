@@ -1,0 +1,242 @@
+"""Deciding an order from a measurement, and comparing a measurement with its budget. Pure: no Django.
+
+The decision is a sentence and its numbers. The peak it judges is the best view the measurement has,
+in this order: the device view (NVML: what the driver saw, CUDA context and every allocator
+included), the framework's reserved pool, the framework's allocated tensors, the host process tree's
+RSS (a node without a GPU). The view used is part of the decision, so a reader knows which it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+#: Measurement views, best evidence of device memory first.
+VIEWS = ("device_used", "framework_reserved", "framework_allocated", "host_rss")
+
+#: The run outcomes the runner reports (``workers.runner.execute``).
+OUTCOME_SUCCEEDED = "succeeded"
+OUTCOME_OOM = "oom"
+
+#: Which order status may follow which: the one table ``order_transition`` enforces.
+ORDER_TRANSITIONS: dict[str, frozenset[str]] = {
+    "draft": frozenset({"acceptance_pending", "cancelled"}),
+    "acceptance_pending": frozenset({"accepted", "rejected", "cancelled"}),
+    # A decided order may be measured again (a new job or upload re-decides it) until it is confirmed.
+    "accepted": frozenset({"confirmed", "cancelled", "acceptance_pending", "rejected"}),
+    "rejected": frozenset({"acceptance_pending", "accepted", "cancelled"}),
+    "confirmed": frozenset(),
+    "cancelled": frozenset(),
+}
+
+
+class TransitionError(ValueError):
+    """An order status change the table does not allow; the message says what is allowed."""
+
+
+def check_transition(current: str, new: str) -> None:
+    allowed = ORDER_TRANSITIONS.get(current, frozenset())
+    if new not in allowed:
+        choices = ", ".join(sorted(allowed)) or "none (it is final)"
+        raise TransitionError(f"an order that is {current!r} cannot become {new!r}; allowed: {choices}")
+
+
+@dataclass(frozen=True)
+class Criteria:
+    min_headroom_fraction: float  # least free share of usable memory to keep on the device
+    max_ms_per_output_token: float | None  # per-session latency target (inference), or None
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: str  # "accepted" | "rejected" | "undecided"
+    sentence: str
+    view: str | None  # the measurement view the peak came from
+    measured_peak_bytes: int | None
+    usable_memory_bytes: int | None
+    margin_bytes: int | None  # usable − peak
+    margin_fraction: float | None  # margin / usable
+    min_headroom_fraction: float
+    max_ms_per_output_token: float | None
+    ms_per_output_token: float | None
+    broken_by: str | None  # on rejection: "oom", "headroom", "latency", plus the component, when one is known
+    component: str | None  # the budget component that dominates the overflow, when the budget is known
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def peak_view(peaks: Mapping[str, int | None]) -> tuple[str | None, int | None]:
+    """The best available view and its peak bytes (see the module docstring for the order)."""
+    for view in VIEWS:
+        value = peaks.get(view)
+        if value is not None:
+            return view, int(value)
+    return None, None
+
+
+def _largest_component(budget: Mapping[str, Any] | None) -> str | None:
+    components = ((budget or {}).get("per_device") or {}).get("components") or {}
+    if not components:
+        return None
+    return max(components.items(), key=lambda item: item[1].get("bytes", 0))[0]
+
+
+def _gib(value: int) -> str:
+    return f"{value / 2**30:,.2f} GiB"
+
+
+def decide(
+    *,
+    outcome: str,
+    peaks: Mapping[str, int | None],
+    usable_memory_bytes: int | None,
+    criteria: Criteria,
+    ms_per_output_token: float | None = None,
+    budget: Mapping[str, Any] | None = None,
+    oom_phase: str | None = None,
+) -> Decision:
+    """Accept, reject, or leave undecided (a run that failed for reasons other than memory decides nothing)."""
+    view, peak = peak_view(peaks)
+    component = _largest_component(budget)
+    base = {
+        "view": view,
+        "measured_peak_bytes": peak,
+        "usable_memory_bytes": usable_memory_bytes,
+        "min_headroom_fraction": criteria.min_headroom_fraction,
+        "max_ms_per_output_token": criteria.max_ms_per_output_token,
+        "ms_per_output_token": ms_per_output_token,
+    }
+    margin = usable_memory_bytes - peak if usable_memory_bytes is not None and peak is not None else None
+    fraction = margin / usable_memory_bytes if margin is not None and usable_memory_bytes else None
+
+    if outcome == OUTCOME_OOM:
+        where = f" during {oom_phase}" if oom_phase else ""
+        seen = f"; the largest reading before it was {_gib(peak)} ({view})" if peak is not None else ""
+        return Decision(
+            verdict="rejected",
+            sentence=f"Did not fit: the run ran out of memory{where}{seen}.",
+            margin_bytes=margin,
+            margin_fraction=fraction,
+            broken_by="oom",
+            component=component,
+            **base,
+        )
+    if outcome != OUTCOME_SUCCEEDED:
+        return Decision(
+            verdict="undecided",
+            sentence=f"Not decided: the run ended {outcome!r}, which says nothing about fit; run it again.",
+            margin_bytes=margin,
+            margin_fraction=fraction,
+            broken_by=None,
+            component=None,
+            **base,
+        )
+    if peak is None or usable_memory_bytes is None:
+        missing = "no memory view could be read" if peak is None else "the node's usable memory is unknown"
+        return Decision(
+            verdict="undecided",
+            sentence=f"Not decided: {missing}.",
+            margin_bytes=margin,
+            margin_fraction=fraction,
+            broken_by=None,
+            component=None,
+            **base,
+        )
+    assert margin is not None and fraction is not None
+    required = criteria.min_headroom_fraction
+    if fraction < required:
+        return Decision(
+            verdict="rejected",
+            sentence=(
+                f"Rejected: the measured peak {_gib(peak)} ({view}) leaves {_gib(margin)} of {_gib(usable_memory_bytes)} "
+                f"usable ({fraction:.1%}), less than the required headroom of {required:.0%}"
+                + (f"; the budget's largest component is {component}." if component else ".")
+            ),
+            margin_bytes=margin,
+            margin_fraction=fraction,
+            broken_by="headroom",
+            component=component,
+            **base,
+        )
+    target = criteria.max_ms_per_output_token
+    if target is not None and ms_per_output_token is not None and ms_per_output_token > target:
+        return Decision(
+            verdict="rejected",
+            sentence=(
+                f"Rejected: {ms_per_output_token:.2f} ms per output token is slower than the target of "
+                f"{target:g} ms (memory fits with {fraction:.1%} headroom)."
+            ),
+            margin_bytes=margin,
+            margin_fraction=fraction,
+            broken_by="latency",
+            component=None,
+            **base,
+        )
+    latency = ""
+    if target is not None:
+        latency = (
+            f"; {ms_per_output_token:.2f} ms per output token meets {target:g} ms"
+            if ms_per_output_token is not None
+            else f"; the latency target of {target:g} ms was not measured by this run"
+        )
+    return Decision(
+        verdict="accepted",
+        sentence=(
+            f"Accepted: the measured peak {_gib(peak)} ({view}) leaves {_gib(margin)} of {_gib(usable_memory_bytes)} "
+            f"usable ({fraction:.1%}), at least the required {required:.0%}{latency}."
+        ),
+        margin_bytes=margin,
+        margin_fraction=fraction,
+        broken_by=None,
+        component=None,
+        **base,
+    )
+
+
+def _components_sum(budget: Mapping[str, Any], names: tuple[str, ...]) -> int:
+    components = budget["per_device"]["components"]
+    return sum(int(components[name]["bytes"]) for name in names if name in components)
+
+
+def estimated_views(budget: Mapping[str, Any]) -> dict[str, tuple[int, str]]:
+    """What the budget predicts for each view, and which figure of the budget that is.
+
+    A budget with ``per_device.views`` says it directly. Otherwise: on ``cpu`` the total is the
+    framework's allocated peak (WORKLOAD.md); on ``cuda`` the total is the device view, and the
+    framework views leave out what the allocator does not hold (the CUDA context is ``runtime``; the
+    caching allocator's slack is ``fragmentation``, held in reserved but not allocated).
+    """
+    per_device = budget.get("per_device") or {}
+    views = per_device.get("views")
+    if isinstance(views, Mapping) and views:
+        return {name: (int(v["bytes"]), f"per_device.views.{name}") for name, v in views.items() if "bytes" in v}
+    total = int(per_device["total"]["bytes"])
+    if budget.get("device") == "cpu":
+        return {"framework_allocated": (total, "per_device.total (cpu: tensor bytes)")}
+    runtime = _components_sum(budget, ("runtime",))
+    slack = _components_sum(budget, ("fragmentation",))
+    return {
+        "device_used": (total, "per_device.total"),
+        "framework_reserved": (total - runtime, "per_device.total − runtime"),
+        "framework_allocated": (total - runtime - slack, "per_device.total − runtime − fragmentation"),
+    }
+
+
+def view_ratios(peaks: Mapping[str, int | None], budget: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """measured / estimated for every view both sides have, with the budget figure it was compared with."""
+    if not budget:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for view, (estimated, basis) in estimated_views(budget).items():
+        measured = peaks.get(view)
+        if measured is None or estimated <= 0:
+            continue
+        out[view] = {
+            "measured_bytes": int(measured),
+            "estimated_bytes": estimated,
+            "ratio": round(measured / estimated, 4),
+            "basis": basis,
+        }
+    return out

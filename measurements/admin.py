@@ -1,0 +1,197 @@
+"""Orders with their acceptance jobs and measurements, read-only; each measurement's timeline as an SVG chart."""
+
+from __future__ import annotations
+
+import json
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+
+from catalog.units import format_bytes
+
+from .chart import timeline_svg
+from .models import AcceptanceJob, Measurement, Order, RegisteredProgram
+from .services import ServiceError, node_usable_memory_bytes, program_validate_template
+
+
+def _size(value: int | None) -> str:
+    return format_bytes(value) if value is not None else "—"
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows written by services (API, workers) only: the admin shows them."""
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+class JobInline(ReadOnlyInline):
+    model = AcceptanceJob
+    fields = ["status", "failure_kind", "attempt", "progress_phase", "progress_percent", "node", "queued_at",
+              "finished_at"]  # fmt: skip
+    readonly_fields = fields
+
+
+class MeasurementInline(ReadOnlyInline):
+    model = Measurement
+    fields = ["outcome", "source", "job", "device_used", "framework_allocated", "host_rss", "created_at"]
+    readonly_fields = fields
+
+    @admin.display(description="device used")
+    def device_used(self, obj: Measurement) -> str:
+        return _size(obj.device_used_peak_bytes)
+
+    @admin.display(description="framework allocated")
+    def framework_allocated(self, obj: Measurement) -> str:
+        return _size(obj.framework_allocated_peak_bytes)
+
+    @admin.display(description="host RSS")
+    def host_rss(self, obj: Measurement) -> str:
+        return _size(obj.host_rss_peak_bytes)
+
+
+@admin.register(Order)
+class OrderAdmin(ReadOnlyAdmin):
+    list_display = ["id", "owner", "workload", "configuration", "status", "budget_peak", "decided_at", "created_at"]
+    list_filter = ["status", "configuration__kind"]
+    search_fields = ["workload__name", "owner__username", "configuration__slug"]
+    list_select_related = ["owner", "workload", "configuration"]
+    fields = ["owner", "workload", "configuration", "status", "budget_peak", "min_headroom_fraction",
+              "max_ms_per_output_token", "decision_sentence", "decision_numbers", "decided_at", "created_at"]  # fmt: skip
+    readonly_fields = fields
+    inlines = [JobInline, MeasurementInline]
+
+    @admin.display(description="budget peak per device")
+    def budget_peak(self, obj: Order) -> str:
+        return _size(((obj.budget or {}).get("per_device") or {}).get("total", {}).get("bytes"))
+
+    @admin.display(description="decision")
+    def decision_sentence(self, obj: Order) -> str:
+        return (obj.decision or {}).get("sentence", "—")
+
+    @admin.display(description="decision numbers")
+    def decision_numbers(self, obj: Order) -> SafeString | str:
+        if not obj.decision:
+            return "—"
+        return format_html("<pre>{}</pre>", json.dumps(obj.decision, indent=2))
+
+
+@admin.register(AcceptanceJob)
+class AcceptanceJobAdmin(ReadOnlyAdmin):
+    list_display = ["id", "order", "status", "failure_kind", "attempt", "progress_phase", "progress_percent", "node",
+                    "queued_at", "finished_at"]  # fmt: skip
+    list_filter = ["status", "failure_kind"]
+    list_select_related = ["order__workload", "order__configuration", "node"]
+    readonly_fields = ["order", "program", "status", "failure_kind", "error", "attempt", "max_attempts",
+                       "progress_phase", "progress_percent", "node", "cancel_requested", "queued_at", "dispatched_at",
+                       "started_at", "heartbeat_at", "finished_at"]  # fmt: skip
+    fields = readonly_fields
+
+
+@admin.register(Measurement)
+class MeasurementAdmin(ReadOnlyAdmin):
+    list_display = ["id", "order", "outcome", "source", "device_used", "framework_allocated", "host_rss", "created_at"]
+    list_filter = ["outcome", "source"]
+    list_select_related = ["order__workload", "order__configuration"]
+    fields = ["order", "job", "source", "node", "outcome", "timeline_chart", "peaks_table", "ratios_table",
+              "pretty_document", "created_at"]  # fmt: skip
+    readonly_fields = fields
+
+    @admin.display(description="device used", ordering="device_used_peak_bytes")
+    def device_used(self, obj: Measurement) -> str:
+        return _size(obj.device_used_peak_bytes)
+
+    @admin.display(description="framework allocated", ordering="framework_allocated_peak_bytes")
+    def framework_allocated(self, obj: Measurement) -> str:
+        return _size(obj.framework_allocated_peak_bytes)
+
+    @admin.display(description="host RSS", ordering="host_rss_peak_bytes")
+    def host_rss(self, obj: Measurement) -> str:
+        return _size(obj.host_rss_peak_bytes)
+
+    @admin.display(description="memory timeline")
+    def timeline_chart(self, obj: Measurement) -> SafeString:
+        budget = ((obj.budget or {}).get("per_device") or {}).get("total", {}).get("bytes")
+        usable = node_usable_memory_bytes(obj.node, obj.order.configuration)
+        svg = timeline_svg(
+            (obj.document or {}).get("timeline") or [],
+            budget_bytes=budget,
+            usable_bytes=usable,
+            title=f"measurement {obj.pk}: {obj.outcome}",
+        )
+        return mark_safe(svg)
+
+    @admin.display(description="peaks by view")
+    def peaks_table(self, obj: Measurement) -> SafeString:
+        reasons = ((obj.document or {}).get("peaks") or {}).get("reasons") or {}
+        rows = "".join(
+            format_html(
+                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                view,
+                _size(value),
+                "" if value is not None else reasons.get(f"{view}_bytes", ""),
+            )  # fmt: skip
+            for view, value in obj.peaks.items()
+        )
+        return mark_safe(f"<table><tr><th>view</th><th>peak</th><th>why null</th></tr>{rows}</table>")
+
+    @admin.display(description="measured / estimated")
+    def ratios_table(self, obj: Measurement) -> SafeString | str:
+        if not obj.ratios:
+            return "—"
+        rows = "".join(
+            format_html(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.3f}</td><td>{}</td></tr>",
+                view,
+                _size(r["measured_bytes"]),
+                _size(r["estimated_bytes"]),
+                r["ratio"],
+                r["basis"],
+            )  # fmt: skip
+            for view, r in obj.ratios.items()
+        )
+        head = "<tr><th>view</th><th>measured</th><th>estimated</th><th>ratio</th><th>budget figure</th></tr>"
+        return mark_safe(f"<table>{head}{rows}</table>")
+
+    @admin.display(description="document")
+    def pretty_document(self, obj: Measurement) -> SafeString:
+        shown = {k: v for k, v in (obj.document or {}).items() if k != "timeline"}
+        return format_html("<pre>{}</pre>", json.dumps(shown, indent=2))
+
+
+class RegisteredProgramForm(forms.ModelForm):
+    class Meta:
+        model = RegisteredProgram
+        fields = "__all__"
+
+    def clean_argv_template(self) -> list[str]:
+        try:
+            return program_validate_template(self.cleaned_data.get("argv_template"))
+        except ServiceError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
+@admin.register(RegisteredProgram)
+class RegisteredProgramAdmin(admin.ModelAdmin):
+    form = RegisteredProgramForm
+    list_display = ["slug", "name", "enabled", "time_limit_seconds"]
+    filter_horizontal = ["allowed_configurations"]
+    search_fields = ["slug", "name"]

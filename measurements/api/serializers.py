@@ -1,0 +1,126 @@
+"""Order, acceptance-job, measurement and program shapes. Writes go through ``measurements.services``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from budgets.models import Workload
+from catalog.models import Configuration
+
+from ..models import AcceptanceJob, Measurement, Order, RegisteredProgram
+
+
+class MeasurementSerializer(serializers.ModelSerializer):
+    node = serializers.CharField(source="node.name", allow_null=True, read_only=True, default=None)
+    peaks = serializers.SerializerMethodField(help_text="Peak bytes per view (null when the view could not be read).")
+    reasons = serializers.SerializerMethodField(help_text="Why each null view could not be read.")
+
+    class Meta:
+        model = Measurement
+        fields = ["id", "order", "job", "source", "node", "outcome", "peaks", "reasons", "ratios", "document",
+                  "created_at"]  # fmt: skip
+        read_only_fields = fields
+
+    def get_peaks(self, obj: Measurement) -> dict[str, int | None]:
+        return obj.peaks
+
+    def get_reasons(self, obj: Measurement) -> dict[str, str]:
+        return dict(((obj.document or {}).get("peaks") or {}).get("reasons") or {})
+
+
+class ProgressSerializer(serializers.Serializer):
+    phase = serializers.CharField()
+    percent = serializers.FloatField()
+
+
+class AcceptanceJobSerializer(serializers.ModelSerializer):
+    program = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    node = serializers.CharField(source="node.name", allow_null=True, read_only=True, default=None)
+    progress = serializers.SerializerMethodField()
+    measurement = serializers.SerializerMethodField()
+
+    class Meta:
+        model = AcceptanceJob
+        fields = ["id", "order", "program", "expandable_segments", "status", "failure_kind", "error", "attempt",
+                  "max_attempts", "time_limit_seconds", "progress", "node", "cancel_requested", "queued_at",
+                  "started_at", "heartbeat_at", "finished_at", "measurement"]  # fmt: skip
+        read_only_fields = fields
+
+    def get_progress(self, obj: AcceptanceJob) -> dict[str, Any]:
+        return {"phase": obj.progress_phase, "percent": obj.progress_percent}
+
+    def get_measurement(self, obj: AcceptanceJob) -> dict[str, Any] | None:
+        measurement = getattr(obj, "measurement", None)
+        return MeasurementSerializer(measurement).data if measurement is not None else None
+
+
+class AcceptanceJobStartSerializer(serializers.Serializer):
+    program = serializers.SlugRelatedField(
+        slug_field="slug",
+        queryset=RegisteredProgram.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="A registered program's slug; omit for the built-in synthetic workload.",
+    )
+    expandable_segments = serializers.BooleanField(
+        default=False, help_text="Run again with PYTORCH_ALLOC_CONF=expandable_segments:True (fragmentation)."
+    )
+
+
+class OrderSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    workload = serializers.PrimaryKeyRelatedField(queryset=Workload.objects.none())
+    configuration = serializers.SlugRelatedField(slug_field="slug", queryset=Configuration.objects.all())
+    budget_peak_bytes = serializers.SerializerMethodField()
+    acceptance = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Order
+        fields = ["id", "owner", "workload", "configuration", "status", "budget_peak_bytes", "acceptance", "decision",
+                  "decided_at", "budget", "created_at", "updated_at"]  # fmt: skip
+        read_only_fields = ["id", "owner", "status", "budget_peak_bytes", "acceptance", "decision", "decided_at",
+                            "budget", "created_at", "updated_at"]  # fmt: skip
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        if request is not None and request.user.is_authenticated:
+            self.fields["workload"].queryset = Workload.objects.visible_to(request.user)  # type: ignore[attr-defined]
+
+    def get_budget_peak_bytes(self, obj: Order) -> int | None:
+        return ((obj.budget or {}).get("per_device") or {}).get("total", {}).get("bytes")
+
+    def get_acceptance(self, obj: Order) -> dict[str, float | None]:
+        return {
+            "min_headroom_fraction": obj.min_headroom_fraction,
+            "max_ms_per_output_token": obj.max_ms_per_output_token,
+        }
+
+
+class UploadTokenSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="Shown once. Send as `Authorization: Upload <token>`.")
+    order = serializers.IntegerField()
+
+
+class RegisteredProgramSerializer(serializers.ModelSerializer):
+    allowed_configurations = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Configuration.objects.all(), many=True, required=False
+    )
+    argv_template = serializers.ListField(child=serializers.CharField(max_length=1024), min_length=1, max_length=128)
+    time_limit_seconds = serializers.IntegerField(min_value=1, max_value=7 * 86_400, required=False)
+
+    class Meta:
+        model = RegisteredProgram
+        fields = ["id", "slug", "name", "description", "argv_template", "allowed_configurations",
+                  "time_limit_seconds", "enabled", "created_at"]  # fmt: skip
+        read_only_fields = ["id", "created_at"]
+
+    def validate_argv_template(self, value: list[str]) -> list[str]:
+        from ..services import ServiceError, program_validate_template
+
+        try:
+            return program_validate_template(value)
+        except ServiceError as exc:
+            raise serializers.ValidationError(str(exc)) from None

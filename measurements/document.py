@@ -1,0 +1,119 @@
+"""The measurement document: what ``vramplan-measure`` prints and uploads, and what a job stores.
+
+Pure (pydantic, no Django): the upload endpoint validates a body with it, so every bad field is a 400
+that names the field. Free-form sections (versions, conditions, …) are bounded JSON objects.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SCHEMA_ID = "vramplan-measurement/1"
+MAX_BYTES = 2**62  # no device or host holds more; keeps every figure inside a 64-bit column
+MAX_SECTION_CHARS = 200_000  # a free-form section's JSON text
+MAX_TIMELINE_POINTS = 5_000
+
+Outcome = Literal["succeeded", "failed", "oom", "timeout", "signalled", "cancelled"]
+ByteCount = int
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class Peaks(_Strict):
+    """Each view's peak in bytes, or null with the reason in ``reasons``."""
+
+    device_used_bytes: int | None = Field(None, ge=0, le=MAX_BYTES, description="NVML device used (v2), busiest device")
+    framework_allocated_bytes: int | None = Field(None, ge=0, le=MAX_BYTES, description="PyTorch allocated peak")
+    framework_reserved_bytes: int | None = Field(None, ge=0, le=MAX_BYTES, description="PyTorch reserved peak")
+    host_rss_bytes: int | None = Field(None, ge=0, le=MAX_BYTES, description="RSS of the process tree")
+    reasons: dict[str, str] = Field(default_factory=dict, description="why each null view could not be read")
+
+    @field_validator("reasons")
+    @classmethod
+    def _bounded(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > 16 or any(len(k) > 64 or len(v) > 2000 for k, v in value.items()):
+            raise ValueError("at most 16 reasons, keys up to 64 and texts up to 2000 characters")
+        return value
+
+    def by_view(self) -> dict[str, int | None]:
+        return {
+            "device_used": self.device_used_bytes,
+            "framework_reserved": self.framework_reserved_bytes,
+            "framework_allocated": self.framework_allocated_bytes,
+            "host_rss": self.host_rss_bytes,
+        }
+
+
+def _bounded_section(value: Any, name: str) -> Any:
+    if value is None:
+        return value
+    if len(json.dumps(value, allow_nan=False)) > MAX_SECTION_CHARS:
+        raise ValueError(f"{name} is larger than {MAX_SECTION_CHARS} characters of JSON")
+    return value
+
+
+class MeasurementDocument(_Strict):
+    """One measured run (see the README's vramplan-measure section for every field)."""
+
+    schema_id: Literal["vramplan-measurement/1"] = Field(SCHEMA_ID, alias="schema")
+    run_id: str = Field(..., min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
+    outcome: Outcome
+    exit_code: int | None = Field(None, ge=-255, le=255)
+    signal: int | None = Field(None, ge=1, le=64)
+    signal_name: str | None = Field(None, max_length=32)
+    duration_seconds: float = Field(..., ge=0, le=30 * 86_400)
+    command: list[str] = Field(default_factory=list, max_length=256)
+    peaks: Peaks
+    framework: dict[str, Any] | None = None
+    sampling: dict[str, Any] = Field(default_factory=dict)
+    devices: list[dict[str, Any]] = Field(default_factory=list, max_length=64)
+    versions: dict[str, Any] = Field(default_factory=dict)
+    conditions: dict[str, Any] = Field(default_factory=dict)
+    timing: dict[str, Any] | None = None
+    quality: dict[str, Any] | None = None
+    program_report: dict[str, Any] | None = None
+    timeline: list[tuple[float, int | None, int | None]] = Field(default_factory=list, max_length=MAX_TIMELINE_POINTS)
+    error: str | None = Field(None, max_length=20_000)
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, populate_by_name=True)
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: list[str]) -> list[str]:
+        if any(len(arg) > 4096 for arg in value):
+            raise ValueError("each argument is at most 4096 characters")
+        return value
+
+    @field_validator("framework", "sampling", "versions", "conditions", "timing", "quality", "program_report")
+    @classmethod
+    def _sections(cls, value: Any, info: Any) -> Any:
+        return _bounded_section(value, info.field_name)
+
+    @field_validator("devices")
+    @classmethod
+    def _devices(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return _bounded_section(value, "devices")
+
+    @field_validator("timeline")
+    @classmethod
+    def _timeline(cls, value: list[tuple[float, int | None, int | None]]) -> list[tuple[float, int | None, int | None]]:
+        for t, device, host in value:
+            if not 0 <= t <= 30 * 86_400:
+                raise ValueError("timeline times are seconds since the start, 0 to 30 days")
+            for figure in (device, host):
+                if figure is not None and not 0 <= figure <= MAX_BYTES:
+                    raise ValueError(f"timeline figures are bytes, 0 to {MAX_BYTES}")
+        return value
+
+    @property
+    def ms_per_output_token(self) -> float | None:
+        value = (self.timing or {}).get("ms_per_output_token")
+        return float(value) if isinstance(value, int | float) else None
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)

@@ -1,0 +1,534 @@
+"""Order, acceptance-job and measurement services: the one write path for views, tasks, admin and commands.
+
+Job state lives in the database. A job is dispatched to the queue of one live node of its
+configuration that runs nothing else; the worker claims the row atomically, so a duplicate delivery
+does nothing; progress doubles as the node's heartbeat while it runs; a reaper re-queues jobs whose
+node went silent, up to ``max_attempts``. Messages are sent only after the transaction commits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+from pydantic import ValidationError
+
+from budgets.models import Workload
+from budgets.services import budget_estimate, workload_validate
+from catalog.models import Configuration, Node
+from workers.runner.plan import PlaceholderError, program_argv, template_placeholders
+
+from . import acceptance
+from .choices import FailureKind, JobStatus, MeasurementSource, OrderStatus
+from .document import MeasurementDocument
+from .models import AcceptanceJob, Measurement, Order, RegisteredProgram
+
+logger = logging.getLogger(__name__)
+
+SILENT_AFTER_PERIODS = 3  # the heartbeat rule of workers.tasks: a node is live when heard from within 3 periods
+
+OUTCOME_FAILURE_KIND = {
+    "oom": FailureKind.OOM,
+    "timeout": FailureKind.TIMEOUT,
+    "cancelled": FailureKind.CANCELLED,
+    "failed": FailureKind.ERROR,
+    "signalled": FailureKind.ERROR,
+}
+
+
+class ServiceError(Exception):
+    """A request the current state does not allow; ``field`` names what to change (a 400 or 409)."""
+
+    def __init__(self, message: str, *, field: str = "detail", conflict: bool = False) -> None:
+        super().__init__(message)
+        self.field = field
+        self.conflict = conflict
+
+
+def heartbeat_period_s() -> float:
+    return float(settings.CELERY_BEAT_SCHEDULE["node-heartbeat"]["schedule"])
+
+
+def stale_after_s() -> float:
+    return SILENT_AFTER_PERIODS * heartbeat_period_s()
+
+
+# --- orders --------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def order_create(*, owner, workload: Workload, configuration: Configuration) -> Order:  # type: ignore[no-untyped-def]
+    """Place an order; it keeps the budget estimated now and the workload's acceptance criteria."""
+    spec = workload_validate(workload.description)
+    budget = budget_estimate(spec)
+    return Order.objects.create(
+        owner=owner,
+        workload=workload,
+        configuration=configuration,
+        budget=budget,
+        min_headroom_fraction=spec.acceptance.min_headroom_fraction,
+        max_ms_per_output_token=spec.acceptance.max_ms_per_output_token,
+    )
+
+
+def order_transition(order: Order, new_status: str) -> Order:
+    """Change an order's status if the transition table allows it (the only place that writes status)."""
+    with transaction.atomic():
+        locked = Order.objects.select_for_update().get(pk=order.pk)
+        try:
+            acceptance.check_transition(locked.status, new_status)
+        except acceptance.TransitionError as exc:
+            raise ServiceError(str(exc), field="status", conflict=True) from None
+        locked.status = new_status
+        locked.save(update_fields=["status", "updated_at"])
+    order.status = new_status
+    return order
+
+
+def order_confirm(order: Order) -> Order:
+    return order_transition(order, OrderStatus.CONFIRMED)
+
+
+def order_cancel(order: Order) -> Order:
+    order = order_transition(order, OrderStatus.CANCELLED)
+    for job in order.jobs.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]):
+        acceptance_job_cancel(job)
+    return order
+
+
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def order_upload_token_issue(order: Order) -> str:
+    """A new upload token for this order alone (the previous one stops working); only its hash is kept."""
+    token = f"vpu_{order.pk}_{secrets.token_urlsafe(32)}"
+    order.upload_token_hash = _token_hash(token)
+    order.upload_token_created_at = timezone.now()
+    order.save(update_fields=["upload_token_hash", "upload_token_created_at", "updated_at"])
+    return token
+
+
+def order_upload_token_matches(order: Order, token: str) -> bool:
+    return bool(order.upload_token_hash) and hmac.compare_digest(order.upload_token_hash, _token_hash(token))
+
+
+# --- nodes ---------------------------------------------------------------------------------------
+
+
+def live_nodes(configuration: Configuration, *, now: datetime | None = None):  # type: ignore[no-untyped-def]
+    """Nodes of ``configuration`` heard from within ``SILENT_AFTER_PERIODS`` heartbeat periods."""
+    since = (now or timezone.now()) - timedelta(seconds=stale_after_s())
+    return Node.objects.filter(configuration=configuration, last_heartbeat_at__gte=since).order_by("name")
+
+
+def node_usable_memory_bytes(node: Node | None, configuration: Configuration) -> int | None:
+    """Usable memory per device, best evidence first: the node's own reading, then the catalog.
+
+    A GPU node: NVML's total less the driver's reserve. A host-probe node: its RAM. Otherwise the
+    configuration's usable figure (the accelerator's, or host RAM for a CPU configuration).
+    """
+    if node is not None:
+        if node.verified_usable_memory_bytes:
+            return int(node.verified_usable_memory_bytes)
+        ram = ((node.inventory or {}).get("host") or {}).get("ram_total_bytes")
+        if node.device_count == 0 and isinstance(ram, int) and ram > 0:
+            return ram
+    annotated = Configuration.objects.with_memory().filter(pk=configuration.pk).values("usable_memory_bytes").first()
+    return int(annotated["usable_memory_bytes"]) if annotated and annotated["usable_memory_bytes"] else None
+
+
+# --- programs ------------------------------------------------------------------------------------
+
+
+def program_validate_template(template: Any) -> list[str]:
+    """A program's argv template: a non-empty list of strings whose placeholders are all known."""
+    if not isinstance(template, list) or not template or not all(isinstance(a, str) for a in template):
+        raise ServiceError('argv_template must be a non-empty list of strings, e.g. ["python3", "-m", "pkg"]',
+                           field="argv_template")  # fmt: skip
+    if len(template) > 128 or any(len(a) > 1024 for a in template):
+        raise ServiceError("argv_template has at most 128 arguments of at most 1024 characters", field="argv_template")
+    try:
+        template_placeholders(template)
+    except PlaceholderError as exc:
+        raise ServiceError(str(exc), field="argv_template") from None
+    return template
+
+
+# --- acceptance jobs -----------------------------------------------------------------------------
+
+
+def acceptance_job_start(
+    order: Order, *, program: RegisteredProgram | None = None, expandable_segments: bool = False
+) -> AcceptanceJob:
+    """Queue an acceptance job for ``order`` (or record it failed at once: ``no_node``).
+
+    Raises ServiceError when the order is final or the program may not run on its configuration.
+    """
+    if order.status in (OrderStatus.CONFIRMED, OrderStatus.CANCELLED):
+        raise ServiceError(f"the order is {order.status}; start a job on an open order", conflict=True)
+    if program is not None:
+        if not program.enabled:
+            raise ServiceError(f"program {program.slug!r} is disabled", field="program")
+        if not program.allowed_configurations.filter(pk=order.configuration_id).exists():
+            raise ServiceError(
+                f"program {program.slug!r} is not allowed on configuration {order.configuration.slug!r}",
+                field="program",
+            )
+        try:
+            program_argv(program.argv_template, _placeholder_values(order, program))
+        except PlaceholderError as exc:
+            raise ServiceError(f"program {program.slug!r} cannot run this workload: {exc}", field="program") from None
+    time_limit = program.time_limit_seconds if program else settings.ACCEPTANCE_JOB_TIME_LIMIT_SECONDS
+    with transaction.atomic():
+        job = AcceptanceJob.objects.create(
+            order=order, program=program, expandable_segments=expandable_segments, time_limit_seconds=time_limit
+        )
+        if not live_nodes(order.configuration).exists():
+            job.status = JobStatus.FAILED
+            job.failure_kind = FailureKind.NO_NODE
+            job.error = (
+                f"No live node of configuration {order.configuration.slug!r} ({order.configuration.name}): none has "
+                f"sent a heartbeat in the last {stale_after_s():.0f} s. Start a worker on such a node."
+            )
+            job.finished_at = timezone.now()
+            job.save(update_fields=["status", "failure_kind", "error", "finished_at"])
+            return job
+        if order.status != OrderStatus.ACCEPTANCE_PENDING:
+            order_transition(order, OrderStatus.ACCEPTANCE_PENDING)
+    acceptance_jobs_dispatch()
+    job.refresh_from_db()
+    return job
+
+
+def _placeholder_values(order: Order, program: RegisteredProgram | None = None) -> dict[str, str]:
+    from workers.runner.plan import placeholder_values
+
+    return placeholder_values(order.workload.description, order.configuration.device_count)
+
+
+def _send(job_id: int, node_name: str) -> None:
+    from workers.tasks import acceptance_job_send
+
+    acceptance_job_send(job_id, node_name)
+
+
+def acceptance_jobs_dispatch(*, now: datetime | None = None) -> int:
+    """Give queued jobs to free live nodes of their configuration; re-send unclaimed messages.
+
+    A node is free when no job assigned to it is running or waiting for it. Returns messages sent.
+    """
+    now = now or timezone.now()
+    sent = 0
+    with transaction.atomic():
+        # Messages sent but never claimed (lost with a broker restart, or their queue expired): send again.
+        unclaimed = AcceptanceJob.objects.select_for_update(skip_locked=True).filter(
+            status=JobStatus.QUEUED, node__isnull=False, dispatched_at__lt=now - timedelta(seconds=stale_after_s())
+        )
+        for job in unclaimed.select_related("node"):
+            if job.node.last_heartbeat_at and job.node.last_heartbeat_at >= now - timedelta(seconds=stale_after_s()):
+                job.dispatched_at = now
+                job.save(update_fields=["dispatched_at"])
+                transaction.on_commit(partial(_send, job.pk, job.node.name))
+            else:  # its node went silent: let another node take it
+                job.node = None
+                job.dispatched_at = None
+                job.save(update_fields=["node", "dispatched_at"])
+            sent += 1
+        waiting = (
+            AcceptanceJob.objects.select_for_update(skip_locked=True)
+            .filter(status=JobStatus.QUEUED, node__isnull=True, cancel_requested=False)
+            .select_related("order")
+            .order_by("queued_at", "id")
+        )
+        busy = set(
+            AcceptanceJob.objects.filter(
+                Q(status=JobStatus.RUNNING) | Q(status=JobStatus.QUEUED, node__isnull=False)
+            ).values_list("node_id", flat=True)
+        )
+        for job in waiting:
+            node = next((n for n in live_nodes(job.order.configuration, now=now) if n.pk not in busy), None)
+            if node is None:
+                continue
+            busy.add(node.pk)
+            job.node = node
+            job.dispatched_at = now
+            job.save(update_fields=["node", "dispatched_at"])
+            transaction.on_commit(partial(_send, job.pk, node.name))
+            sent += 1
+    return sent
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """What a worker needs to run a claimed job: no ORM object crosses into the runner."""
+
+    job_id: int
+    attempt: int
+    workload: dict[str, Any]
+    argv_template: list[str] | None
+    placeholders: dict[str, str]
+    time_limit_seconds: int
+    expandable_segments: bool
+    device_count: int
+
+
+def acceptance_job_claim(job_id: int, node_name: str) -> ClaimedJob | None:
+    """Claim a queued job for ``node_name`` atomically; None when someone else has it, or it is gone.
+
+    A duplicate delivery finds the row already running (or final) and does nothing. A job whose
+    attempts are used up ends ``interrupted`` instead of running again.
+    """
+    with transaction.atomic():
+        job = (
+            AcceptanceJob.objects.select_for_update(skip_locked=True)
+            .select_related("order__workload", "order__configuration", "program", "node")
+            .filter(pk=job_id, status=JobStatus.QUEUED, node__name=node_name)
+            .first()
+        )
+        if job is None:
+            return None
+        now = timezone.now()
+        if job.cancel_requested:
+            _job_end(job, JobStatus.CANCELLED, FailureKind.CANCELLED, "Cancelled before it started.", now)
+            return None
+        if job.attempt >= job.max_attempts:
+            _job_end(job, JobStatus.FAILED, FailureKind.INTERRUPTED,
+                     f"{job.attempt} attempts were interrupted; not trying again.", now)  # fmt: skip
+            return None
+        job.status = JobStatus.RUNNING
+        job.attempt += 1
+        job.started_at = job.heartbeat_at = now
+        job.progress_phase, job.progress_percent = "starting", 0.0
+        try:
+            with transaction.atomic():
+                job.save(update_fields=["status", "attempt", "started_at", "heartbeat_at", "progress_phase",
+                                        "progress_percent"])  # fmt: skip
+        except IntegrityError:  # job_one_running_per_node: this node already runs a job
+            return None
+        Node.objects.filter(pk=job.node_id).update(last_heartbeat_at=now)
+        return ClaimedJob(
+            job_id=job.pk,
+            attempt=job.attempt,
+            workload=job.order.workload.description,
+            argv_template=list(job.program.argv_template) if job.program else None,
+            placeholders=_placeholder_values(job.order, job.program),
+            time_limit_seconds=job.time_limit_seconds,
+            expandable_segments=job.expandable_segments,
+            device_count=job.order.configuration.device_count,
+        )
+
+
+def acceptance_job_progress(job_id: int, node_name: str, phase: str, percent: float) -> bool:
+    """Record progress (and the node's heartbeat); True when the job should stop (cancelled or taken away)."""
+    now = timezone.now()
+    updated = AcceptanceJob.objects.filter(pk=job_id, status=JobStatus.RUNNING, node__name=node_name).update(
+        progress_phase=phase[:32], progress_percent=max(0.0, min(100.0, float(percent))), heartbeat_at=now
+    )
+    Node.objects.filter(name=node_name).update(last_heartbeat_at=now)
+    if not updated:
+        return True  # reaped and re-queued elsewhere, or ended: this run's result would be discarded
+    return AcceptanceJob.objects.filter(pk=job_id, cancel_requested=True).exists()
+
+
+def _job_end(job: AcceptanceJob, status: str, failure_kind: str, error: str, now: datetime) -> None:
+    job.status = status
+    job.failure_kind = failure_kind
+    job.error = error[:20_000]
+    job.finished_at = now
+    job.save(update_fields=["status", "failure_kind", "error", "finished_at"])
+
+
+def acceptance_job_finish(job_id: int, node_name: str, document: dict[str, Any]) -> Measurement | None:
+    """Store a finished run's measurement and end the job; None when this run no longer owns the job."""
+    with transaction.atomic():
+        job = (
+            AcceptanceJob.objects.select_for_update()
+            .select_related("order", "node")
+            .filter(pk=job_id, status=JobStatus.RUNNING, node__name=node_name)
+            .first()
+        )
+        if job is None:
+            logger.warning("job %s finished on %s but is no longer running there; result discarded", job_id, node_name)
+            return None
+        parsed = MeasurementDocument.model_validate(document)
+        measurement, _ = measurement_record(job.order, parsed, source=MeasurementSource.JOB, job=job, node=job.node)
+        outcome = parsed.outcome
+        if outcome == "succeeded":
+            _job_end(job, JobStatus.SUCCEEDED, "", "", timezone.now())
+        else:
+            status = JobStatus.CANCELLED if outcome == "cancelled" else JobStatus.FAILED
+            _job_end(job, status, OUTCOME_FAILURE_KIND[outcome], _failure_text(parsed), timezone.now())
+        job.progress_phase, job.progress_percent = "done", 100.0
+        job.save(update_fields=["progress_phase", "progress_percent"])
+    acceptance_jobs_dispatch()
+    return measurement
+
+
+def _failure_text(document: MeasurementDocument) -> str:
+    parts = [f"outcome {document.outcome}"]
+    if document.signal is not None:
+        parts.append(f"killed by signal {document.signal} ({document.signal_name or '?'})")
+    elif document.exit_code is not None:
+        parts.append(f"exit code {document.exit_code}")
+    if document.error:
+        parts.append(document.error)
+    return "; ".join(parts)
+
+
+def acceptance_job_fail(job_id: int, node_name: str, error: str) -> None:
+    """End a running job as ``error`` when the worker itself failed (not the measured program)."""
+    with transaction.atomic():
+        job = (
+            AcceptanceJob.objects.select_for_update()
+            .filter(pk=job_id, status=JobStatus.RUNNING, node__name=node_name)
+            .first()
+        )
+        if job is not None:
+            _job_end(job, JobStatus.FAILED, FailureKind.ERROR, error, timezone.now())
+    acceptance_jobs_dispatch()
+
+
+def acceptance_job_cancel(job: AcceptanceJob) -> AcceptanceJob:
+    """Cancel a queued job at once; ask a running one to stop (its worker kills the child's process group)."""
+    with transaction.atomic():
+        job = AcceptanceJob.objects.select_for_update().get(pk=job.pk)
+        if job.status == JobStatus.QUEUED:
+            job.cancel_requested = True
+            job.save(update_fields=["cancel_requested"])
+            _job_end(job, JobStatus.CANCELLED, FailureKind.CANCELLED, "Cancelled while queued.", timezone.now())
+        elif job.status == JobStatus.RUNNING:
+            job.cancel_requested = True
+            job.save(update_fields=["cancel_requested"])
+        else:
+            raise ServiceError(f"the job already ended ({job.status}); nothing to cancel", conflict=True)
+    return job
+
+
+def acceptance_jobs_reap(*, now: datetime | None = None, stale_s: float | None = None) -> dict[str, int]:
+    """Re-queue running jobs whose node went silent (or end them ``interrupted`` at the attempt cap).
+
+    Silent: no progress or heartbeat for ``stale_s`` seconds (default: 3 heartbeat periods). Then
+    dispatch, so re-queued jobs and lost messages go out again.
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=stale_after_s() if stale_s is None else stale_s)
+    requeued = interrupted = 0
+    with transaction.atomic():
+        stale = (
+            AcceptanceJob.objects.select_for_update(skip_locked=True)
+            .select_related("node")
+            .filter(status=JobStatus.RUNNING, heartbeat_at__lt=cutoff)
+        )
+        for job in stale:
+            where = job.node.name if job.node else "its node"
+            note = f"attempt {job.attempt}: {where} went silent (no progress since {job.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC)"
+            if job.attempt >= job.max_attempts:
+                _job_end(
+                    job, JobStatus.FAILED, FailureKind.INTERRUPTED, f"{note}; {job.attempt} attempts used up.", now
+                )
+                interrupted += 1
+                continue
+            job.status = JobStatus.QUEUED
+            job.node = None
+            job.dispatched_at = None
+            job.progress_phase, job.progress_percent = "requeued", 0.0
+            job.error = f"{note}; re-queued."
+            job.save(update_fields=["status", "node", "dispatched_at", "progress_phase", "progress_percent", "error"])
+            requeued += 1
+    sent = acceptance_jobs_dispatch(now=now)
+    return {"requeued": requeued, "interrupted": interrupted, "sent": sent}
+
+
+# --- measurements --------------------------------------------------------------------------------
+
+
+def measurement_record(
+    order: Order,
+    document: MeasurementDocument | dict[str, Any],
+    *,
+    source: str,
+    job: AcceptanceJob | None = None,
+    node: Node | None = None,
+) -> tuple[Measurement, bool]:
+    """Store a measurement once per run id, compare it with the order's budget and decide the order.
+
+    Returns (measurement, created). Posting the same run again returns the stored one, unchanged.
+    Raises pydantic.ValidationError for a bad document (the API turns it into a 400 naming the field).
+    """
+    parsed = document if isinstance(document, MeasurementDocument) else MeasurementDocument.model_validate(document)
+    existing = Measurement.objects.filter(order=order, upload_key=parsed.run_id).first()
+    if existing is not None:
+        return existing, False
+    peaks = parsed.peaks.by_view()
+    try:
+        with transaction.atomic():
+            measurement = Measurement.objects.create(
+                order=order,
+                job=job,
+                source=source,
+                upload_key=parsed.run_id,
+                node=node,
+                outcome=parsed.outcome,
+                device_used_peak_bytes=peaks["device_used"],
+                framework_allocated_peak_bytes=peaks["framework_allocated"],
+                framework_reserved_peak_bytes=peaks["framework_reserved"],
+                host_rss_peak_bytes=peaks["host_rss"],
+                document=parsed.dump(),
+                budget=order.budget,
+                ratios=acceptance.view_ratios(peaks, order.budget),
+            )
+    except IntegrityError:  # the same run posted concurrently: the other request stored it
+        return Measurement.objects.get(order=order, upload_key=parsed.run_id), False
+    order_decide(order, measurement, parsed)
+    return measurement, True
+
+
+def order_decide(order: Order, measurement: Measurement, document: MeasurementDocument) -> None:
+    """Decide an open order from a measurement (a confirmed or cancelled order keeps its decision)."""
+    decision = acceptance.decide(
+        outcome=document.outcome,
+        peaks=measurement.peaks,
+        usable_memory_bytes=node_usable_memory_bytes(measurement.node, order.configuration),
+        criteria=acceptance.Criteria(order.min_headroom_fraction, order.max_ms_per_output_token),
+        ms_per_output_token=document.ms_per_output_token,
+        budget=order.budget,
+        oom_phase=(document.framework or {}).get("oom_phase") if document.framework else None,
+    )
+    with transaction.atomic():
+        locked = Order.objects.select_for_update().get(pk=order.pk)
+        if locked.status in (OrderStatus.CONFIRMED, OrderStatus.CANCELLED):
+            return
+        record = {**decision.as_dict(), "measurement": measurement.pk}
+        if decision.verdict == "undecided":
+            locked.decision = record
+            locked.save(update_fields=["decision", "updated_at"])
+            order.decision = record
+            return
+        if locked.status == OrderStatus.DRAFT:  # an upload on a draft order: it is being accepted now
+            acceptance.check_transition(locked.status, OrderStatus.ACCEPTANCE_PENDING)
+            locked.status = OrderStatus.ACCEPTANCE_PENDING
+        if locked.status != decision.verdict:
+            acceptance.check_transition(locked.status, decision.verdict)
+            locked.status = decision.verdict
+        locked.decision = record
+        locked.decided_by = measurement
+        locked.decided_at = timezone.now()
+        locked.save(update_fields=["status", "decision", "decided_by", "decided_at", "updated_at"])
+    order.status, order.decision = locked.status, record
+
+
+def validation_message(exc: ValidationError) -> dict[str, list[str]]:
+    from budgets.engine import validation_errors
+
+    return validation_errors(exc)

@@ -1,0 +1,87 @@
+"""The decision and the measured/estimated comparison (pure: no database)."""
+
+from __future__ import annotations
+
+import pytest
+
+from measurements.acceptance import Criteria, TransitionError, check_transition, decide, view_ratios
+
+GIB = 2**30
+USABLE = 80 * GIB
+CRITERIA = Criteria(min_headroom_fraction=0.10, max_ms_per_output_token=50.0)
+BUDGET = {
+    "device": "cuda",
+    "per_device": {
+        "components": {
+            "weights": {"bytes": 16 * GIB},
+            "kv_cache": {"bytes": 40 * GIB},
+            "runtime": {"bytes": GIB},
+            "fragmentation": {"bytes": 2 * GIB},
+        },
+        "total": {"bytes": 60 * GIB},
+    },
+}
+
+
+def test_a_peak_with_enough_headroom_is_accepted_and_says_its_numbers() -> None:
+    decision = decide(outcome="succeeded", peaks={"device_used": 60 * GIB}, usable_memory_bytes=USABLE,
+                      criteria=CRITERIA, ms_per_output_token=20.0)  # fmt: skip
+    assert decision.verdict == "accepted"
+    assert decision.margin_bytes == 20 * GIB
+    assert decision.margin_fraction == pytest.approx(0.25)
+    assert "60.00 GiB" in decision.sentence and "25.0%" in decision.sentence and "20.00 ms" in decision.sentence
+
+
+def test_too_little_headroom_is_rejected_and_names_the_criterion_and_component() -> None:
+    decision = decide(outcome="succeeded", peaks={"device_used": 75 * GIB}, usable_memory_bytes=USABLE,
+                      criteria=CRITERIA, budget=BUDGET)  # fmt: skip
+    assert decision.verdict == "rejected"
+    assert decision.broken_by == "headroom"
+    assert decision.component == "kv_cache"
+    assert "less than the required headroom of 10%" in decision.sentence
+
+
+def test_a_slow_run_that_fits_is_rejected_for_latency() -> None:
+    decision = decide(outcome="succeeded", peaks={"device_used": 40 * GIB}, usable_memory_bytes=USABLE,
+                      criteria=CRITERIA, ms_per_output_token=80.0)  # fmt: skip
+    assert (decision.verdict, decision.broken_by) == ("rejected", "latency")
+
+
+def test_an_oom_is_a_rejection_not_a_crash() -> None:
+    decision = decide(outcome="oom", peaks={"device_used": 79 * GIB}, usable_memory_bytes=USABLE,
+                      criteria=CRITERIA, budget=BUDGET, oom_phase="prefill")  # fmt: skip
+    assert (decision.verdict, decision.broken_by) == ("rejected", "oom")
+    assert "during prefill" in decision.sentence
+
+
+@pytest.mark.parametrize("outcome", ["failed", "timeout", "signalled", "cancelled"])
+def test_runs_that_ended_for_other_reasons_decide_nothing(outcome: str) -> None:
+    decision = decide(outcome=outcome, peaks={"device_used": GIB}, usable_memory_bytes=USABLE, criteria=CRITERIA)
+    assert decision.verdict == "undecided"
+
+
+def test_the_best_view_decides_device_before_framework_before_host() -> None:
+    peaks = {"device_used": None, "framework_reserved": 30 * GIB, "framework_allocated": 20 * GIB, "host_rss": GIB}
+    decision = decide(outcome="succeeded", peaks=peaks, usable_memory_bytes=USABLE, criteria=CRITERIA)
+    assert (decision.view, decision.measured_peak_bytes) == ("framework_reserved", 30 * GIB)
+    nothing = decide(outcome="succeeded", peaks={}, usable_memory_bytes=USABLE, criteria=CRITERIA)
+    assert nothing.verdict == "undecided" and "no memory view" in nothing.sentence
+
+
+def test_ratios_compare_each_view_with_the_budget_figure_that_predicts_it() -> None:
+    ratios = view_ratios({"device_used": 66 * GIB, "framework_allocated": 57 * GIB, "host_rss": GIB}, BUDGET)
+    assert ratios["device_used"]["ratio"] == pytest.approx(1.1)
+    assert ratios["framework_allocated"]["estimated_bytes"] == 57 * GIB  # total − runtime − fragmentation
+    assert ratios["framework_allocated"]["ratio"] == pytest.approx(1.0)
+    assert "host_rss" not in ratios
+    cpu = {"device": "cpu", "per_device": {"components": {}, "total": {"bytes": 1000}}}
+    assert view_ratios({"framework_allocated": 1100}, cpu)["framework_allocated"]["ratio"] == pytest.approx(1.1)
+
+
+def test_order_transitions_follow_the_table() -> None:
+    check_transition("draft", "acceptance_pending")
+    check_transition("accepted", "confirmed")
+    with pytest.raises(TransitionError, match="allowed: acceptance_pending, cancelled"):
+        check_transition("draft", "confirmed")
+    with pytest.raises(TransitionError, match="it is final"):
+        check_transition("confirmed", "cancelled")

@@ -1,0 +1,61 @@
+"""The admin shows an order with its jobs and measurements, read-only, and a measurement's timeline as SVG."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.utils import timezone
+
+from catalog.models import Node
+from measurements import services
+from measurements.chart import timeline_svg
+from measurements.models import AcceptanceJob, Measurement
+
+from .helpers import TINY_CPU_WORKLOAD, cpu_configuration, measurement_document
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def measured(api):  # type: ignore[no-untyped-def]
+    configuration = cpu_configuration()
+    node = Node.objects.create(name="n1", configuration=configuration, last_heartbeat_at=timezone.now())
+    workload = api.post("/api/v1/workloads/", TINY_CPU_WORKLOAD, format="json").json()
+    order = api.post("/api/v1/orders/", {"workload": workload["id"], "configuration": configuration.slug},
+                     format="json").json()  # fmt: skip
+    job = AcceptanceJob.objects.get(pk=api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {},
+                                                format="json").json()["id"])  # fmt: skip
+    assert services.acceptance_job_claim(job.pk, node.name) is not None
+    document = measurement_document(peaks={"framework_allocated_bytes": 3 * 2**20, "host_rss_bytes": 400 * 2**20,
+                                           "reasons": {"device_used_bytes": "no NVML <here>"}})  # fmt: skip
+    measurement = services.acceptance_job_finish(job.pk, node.name, document)
+    assert measurement is not None
+    return measurement
+
+
+def test_order_page_shows_its_job_and_measurement_and_the_decision(admin_client, measured: Measurement) -> None:  # type: ignore[no-untyped-def]
+    page = admin_client.get(f"/admin/measurements/order/{measured.order_id}/change/").content.decode()
+    assert "Accepted: the measured peak" in page
+    assert f"/admin/measurements/acceptancejob/{measured.job_id}/change/" in page
+    assert f"/admin/measurements/measurement/{measured.pk}/change/" in page
+    assert 'name="_save"' not in page  # read-only
+
+
+def test_measurement_page_renders_the_timeline_chart(admin_client, measured: Measurement) -> None:  # type: ignore[no-untyped-def]
+    page = admin_client.get(f"/admin/measurements/measurement/{measured.pk}/change/").content.decode()
+    svg = re.search(r"<svg[^>]*role=\"img\".*?</svg>", page, re.S)
+    assert svg is not None
+    points = re.search(r'<polyline[^>]*points="([^"]+)"', svg.group(0))
+    assert points is not None and len(points.group(1).split()) == 3  # the three device samples
+    assert "no NVML &lt;here&gt;" in page  # reasons are escaped
+    for path in ("order", "acceptancejob", "measurement"):
+        assert admin_client.get(f"/admin/measurements/{path}/").status_code == 200
+
+
+def test_the_chart_keeps_a_spike_and_escapes_its_title() -> None:
+    svg = timeline_svg([[0, 10, None], [1, 1000, None], [2, 10, None]], title="<x>", budget_bytes=800)
+    assert "&lt;x&gt;" in svg and "<x>" not in svg
+    ys = [float(p.split(",")[1]) for p in re.search(r'points="([^"]+)"', svg).group(1).split()]
+    assert min(ys) < ys[0] and ys[0] == ys[2]  # the spike is the highest point (smallest y)
+    assert "no samples" in timeline_svg([], title="empty")

@@ -1,0 +1,135 @@
+"""Orders, jobs, uploads and programs through the API: ownership, bad input, idempotent uploads, decisions."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from catalog.models import Node
+from measurements.models import AcceptanceJob, Measurement, Order, RegisteredProgram
+
+from .helpers import TINY_CPU_WORKLOAD, cpu_configuration, measurement_document
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def configuration():  # type: ignore[no-untyped-def]
+    return cpu_configuration()
+
+
+@pytest.fixture
+def order(api, configuration) -> dict:  # type: ignore[no-untyped-def]
+    workload = api.post("/api/v1/workloads/", TINY_CPU_WORKLOAD, format="json")
+    assert workload.status_code == 201, workload.json()
+    response = api.post("/api/v1/orders/", {"workload": workload.json()["id"], "configuration": configuration.slug},
+                        format="json")  # fmt: skip
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def test_an_order_keeps_its_budget_and_criteria_and_starts_as_a_draft(order) -> None:  # type: ignore[no-untyped-def]
+    assert order["status"] == "draft"
+    assert order["budget_peak_bytes"] == order["budget"]["per_device"]["total"]["bytes"] > 0
+    assert order["acceptance"] == {"min_headroom_fraction": 0.10, "max_ms_per_output_token": None}
+
+
+def test_another_users_order_is_a_404_and_their_workload_cannot_be_ordered(order, other_api, configuration) -> None:  # type: ignore[no-untyped-def]
+    assert other_api.get(f"/api/v1/orders/{order['id']}/").status_code == 404
+    assert other_api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {}, format="json").status_code == 404
+    response = other_api.post("/api/v1/orders/", {"workload": order["workload"], "configuration": configuration.slug},
+                              format="json")  # fmt: skip
+    assert response.status_code == 400 and "workload" in response.json()
+
+
+def test_bad_order_input_names_the_field(api, order) -> None:  # type: ignore[no-untyped-def]
+    response = api.post("/api/v1/orders/", {"workload": order["workload"], "configuration": "no-such"}, format="json")
+    assert response.status_code == 400 and "configuration" in response.json()
+    response = api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {"program": "nope"}, format="json")
+    assert response.status_code == 400 and "program" in response.json()
+
+
+def test_a_configuration_without_a_live_node_fails_fast_with_no_node(api, order) -> None:  # type: ignore[no-untyped-def]
+    Node.objects.create(name="old", configuration_id=Order.objects.get().configuration_id,
+                        last_heartbeat_at=timezone.now() - timedelta(hours=1))  # fmt: skip
+    response = api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {}, format="json")
+    assert response.status_code == 409
+    job = response.json()
+    assert (job["status"], job["failure_kind"]) == ("failed", "no_node")
+    assert "cpu-test" in job["error"]
+    assert Order.objects.get().status == "draft"
+
+
+def test_a_job_goes_to_a_free_live_node_and_waits_while_that_node_is_busy(api, order, configuration) -> None:  # type: ignore[no-untyped-def]
+    node = Node.objects.create(name="n1", configuration=configuration, last_heartbeat_at=timezone.now())
+    first = api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {}, format="json")
+    second = api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {}, format="json")
+    assert first.status_code == second.status_code == 202
+    assert first.json()["node"] == node.name and first.json()["status"] == "queued"
+    assert second.json()["node"] is None  # one job per node: the second waits for it
+    assert Order.objects.get().status == "acceptance_pending"
+    cancelled = api.post(f"/api/v1/acceptance-jobs/{second.json()['id']}/cancel/")
+    assert cancelled.status_code == 202 and cancelled.json()["status"] == "cancelled"
+    again = api.post(f"/api/v1/acceptance-jobs/{second.json()['id']}/cancel/")
+    assert again.status_code == 409
+
+
+def test_an_upload_with_the_order_token_decides_the_order_and_a_repeat_stores_nothing(api, anon_api, order) -> None:  # type: ignore[no-untyped-def]
+    token = api.post(f"/api/v1/orders/{order['id']}/upload-token/").json()["token"]
+    document = measurement_document(peaks={"framework_allocated_bytes": 2 * 2**30, "host_rss_bytes": 3 * 2**30,
+                                           "reasons": {"device_used_bytes": "no NVML"}})  # fmt: skip
+    url = f"/api/v1/orders/{order['id']}/measurements/"
+    first = anon_api.post(url, document, format="json", HTTP_AUTHORIZATION=f"Upload {token}")
+    second = anon_api.post(url, document, format="json", HTTP_AUTHORIZATION=f"Upload {token}")
+    assert first.status_code == 201, first.json()
+    assert second.status_code == 200 and second.json()["id"] == first.json()["id"]
+    assert Measurement.objects.count() == 1
+    ratios = first.json()["ratios"]
+    assert ratios["framework_allocated"]["estimated_bytes"] == order["budget_peak_bytes"]
+    decided = api.get(f"/api/v1/orders/{order['id']}/").json()
+    assert decided["status"] == "accepted"  # 2 GiB framework peak of a 24 GiB CPU configuration
+    assert decided["decision"]["view"] == "framework_allocated"
+    assert decided["decision"]["sentence"].startswith("Accepted")
+
+
+def test_uploads_need_the_right_token_and_a_valid_document(api, anon_api, other_api, order) -> None:  # type: ignore[no-untyped-def]
+    url = f"/api/v1/orders/{order['id']}/measurements/"
+    assert anon_api.post(url, measurement_document(), format="json").status_code == 401
+    assert anon_api.post(url, measurement_document(), format="json", HTTP_AUTHORIZATION="Upload vpu_1_x").status_code == 401
+    assert other_api.post(url, measurement_document(), format="json").status_code == 404
+    bad = api.post(url, measurement_document(outcome="great", duration_seconds=-1), format="json")
+    assert bad.status_code == 400
+    assert set(bad.json()) >= {"outcome", "duration_seconds"}
+    huge = measurement_document()
+    huge["peaks"]["device_used_bytes"] = 2**70
+    assert "peaks.device_used_bytes" in api.post(url, huge, format="json").json()
+
+
+def test_a_confirmed_order_is_final(api, order) -> None:  # type: ignore[no-untyped-def]
+    api.post(f"/api/v1/orders/{order['id']}/measurements/", measurement_document(
+        peaks={"framework_allocated_bytes": 2**30, "reasons": {}}), format="json")  # fmt: skip
+    assert api.post(f"/api/v1/orders/{order['id']}/confirm/").json()["status"] == "confirmed"
+    assert api.post(f"/api/v1/orders/{order['id']}/cancel/").status_code == 409
+    assert api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {}, format="json").status_code == 409
+    assert api.delete(f"/api/v1/orders/{order['id']}/").status_code == 409
+
+
+def test_programs_are_registered_by_staff_with_known_placeholders_only(api, staff_api, configuration) -> None:  # type: ignore[no-untyped-def]
+    body = {"slug": "echo", "name": "Echo", "argv_template": ["{python}", "-c", "print('{max_model_len}')"],
+            "allowed_configurations": [configuration.slug]}  # fmt: skip
+    assert api.post("/api/v1/programs/", body, format="json").status_code == 403
+    bad = staff_api.post("/api/v1/programs/", {**body, "argv_template": ["sh", "-c", "{cmd}"]}, format="json")
+    assert bad.status_code == 400 and "allowed placeholders" in bad.json()["argv_template"][0]
+    created = staff_api.post("/api/v1/programs/", body, format="json")
+    assert created.status_code == 201, created.json()
+    assert api.get("/api/v1/programs/echo/").json()["argv_template"][0] == "{python}"
+
+
+def test_a_program_not_allowed_on_the_configuration_is_refused(api, order, configuration) -> None:  # type: ignore[no-untyped-def]
+    RegisteredProgram.objects.create(slug="elsewhere", name="x", argv_template=["true"])
+    Node.objects.create(name="n1", configuration=configuration, last_heartbeat_at=timezone.now())
+    response = api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {"program": "elsewhere"}, format="json")
+    assert response.status_code == 400 and "not allowed on configuration" in response.json()["program"][0]
+    assert not AcceptanceJob.objects.exists()

@@ -1,0 +1,102 @@
+"""What a job runs: the synthetic workload's command, or a registered program's argv filled in.
+
+A registered program's template is a list of arguments; ``{name}`` placeholders inside an argument
+are replaced by values derived from the validated workload. Nothing is ever passed through a
+shell, and users never send a command: they choose a program that staff registered. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from budgets.engine import Workload
+
+#: Every placeholder a template may use, and what it stands for.
+PLACEHOLDERS: dict[str, str] = {
+    "python": "the interpreter running the worker (sys.executable)",
+    "model": "the model's Hugging Face repository (preset hf_repo or hf_config _name_or_path), else the preset id",
+    "max_model_len": "max_input_tokens + max_output_tokens",
+    "max_input_tokens": "the longest prompt",
+    "max_output_tokens": "the longest output",
+    "max_num_seqs": "concurrent_sessions",
+    "concurrency": "concurrent_sessions",
+    "tensor_parallel_size": "parallelism.tensor",
+    "pipeline_parallel_size": "parallelism.pipeline",
+    "gpu_memory_utilization": "inference.gpu_memory_utilization",
+    "dtype": "precision.compute as a framework dtype (float32, bfloat16, float16)",
+    "kv_cache_dtype": "precision.kv_cache for vLLM (auto, fp8)",
+    "device_count": "devices in the configuration",
+}
+
+_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "bfloat16"}
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_./:@+-]{1,256}$")
+
+
+class PlaceholderError(ValueError):
+    """A template that uses an unknown placeholder, or a value this workload cannot give."""
+
+
+def template_placeholders(template: Sequence[str]) -> set[str]:
+    """The placeholder names a template uses; raises for unknown names and malformed braces."""
+    names: set[str] = set()
+    for argument in template:
+        try:
+            parsed = list(string.Formatter().parse(argument))
+        except ValueError as exc:
+            raise PlaceholderError(f"argument {argument!r}: {exc} (write a literal brace as {{{{ or }}}})") from None
+        for _, name, spec, conversion in parsed:
+            if name is None:
+                continue
+            if name not in PLACEHOLDERS or spec or conversion:
+                raise PlaceholderError(
+                    f"argument {argument!r} uses {{{name}}}; allowed placeholders: {', '.join(sorted(PLACEHOLDERS))}"
+                )
+            names.add(name)
+    return names
+
+
+def placeholder_values(description: Mapping[str, Any], device_count: int) -> dict[str, str]:
+    """Placeholder values for a stored (already validated) workload description."""
+    workload = Workload.model_validate(description)
+    values = {"python": sys.executable, "device_count": str(device_count)}
+    values["tensor_parallel_size"] = str(workload.parallelism.tensor)
+    values["pipeline_parallel_size"] = str(workload.parallelism.pipeline)
+    values["dtype"] = _DTYPES.get(workload.precision.compute or "bf16", "bfloat16")
+    values["kv_cache_dtype"] = "fp8" if workload.precision.kv_cache == "fp8" else "auto"
+    model = workload.model
+    if model is not None:
+        if model.preset:
+            from budgets.engine import load_presets
+
+            preset = load_presets().get(model.preset)
+            values["model"] = (preset.hf_repo if preset and preset.hf_repo else model.preset) or model.preset
+        elif model.hf_config and isinstance(model.hf_config.get("_name_or_path"), str):
+            values["model"] = model.hf_config["_name_or_path"]
+    if workload.inference is not None:
+        inference = workload.inference
+        values["max_input_tokens"] = str(inference.max_input_tokens)
+        values["max_output_tokens"] = str(inference.max_output_tokens)
+        values["max_model_len"] = str(inference.max_request_tokens)
+        values["max_num_seqs"] = values["concurrency"] = str(inference.concurrent_sessions)
+        values["gpu_memory_utilization"] = f"{inference.gpu_memory_utilization:g}"
+    return {k: v for k, v in values.items() if k == "python" or _SAFE_VALUE.match(v)}
+
+
+def program_argv(template: Sequence[str], values: Mapping[str, str]) -> list[str]:
+    """Fill a template, argument by argument (no shell); raises when the workload lacks a value."""
+    missing = sorted(template_placeholders(template) - set(values))
+    if missing:
+        raise PlaceholderError(
+            f"the workload gives no value for {', '.join('{' + m + '}' for m in missing)} "
+            f"({'; '.join(f'{m}: {PLACEHOLDERS[m]}' for m in missing)})"
+        )
+    return [argument.format_map(values) for argument in template]
+
+
+def synthetic_argv(spec_path: str) -> list[str]:
+    """The built-in synthetic acceptance workload, run by this interpreter."""
+    return [sys.executable, "-m", "workers.runner.synthetic", spec_path]
