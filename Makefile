@@ -16,8 +16,11 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	@touch $@
 
+# torch 2.13.0 first, by exact version: the synthetic acceptance workload's tests run it on the CPU, and an
+# exact pin takes the CPU build this machine kind keeps on disk instead of a multi-GB CUDA download.
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet 'torch==2.13.0'
+	$(BIN)/pip install --quiet -e '.[dev,node]'
 	@touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed

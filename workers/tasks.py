@@ -35,6 +35,7 @@ from django.utils import timezone
 from kombu import Exchange, Queue
 
 from catalog.models import Node
+from measurements import services as measurement_services
 from workers import agent
 
 logger = logging.getLogger(__name__)
@@ -97,3 +98,34 @@ def node_heartbeat_dispatch() -> int:
     for name in names:
         node_heartbeat.apply_async(queue=node_queue_declaration(name), expires=period_s)
     return len(names)
+
+
+# --- acceptance jobs -------------------------------------------------------------------------------
+
+
+def acceptance_job_send(job_id: int, node_name: str) -> None:
+    """Send a job to its node's own queue (called after the transaction that assigned it commits)."""
+    acceptance_job_run.apply_async(args=[job_id], queue=node_queue_declaration(node_name))
+
+
+@shared_task(name="workers.tasks.acceptance_job_run", ignore_result=True, acks_late=True)
+def acceptance_job_run(job_id: int) -> str:
+    """Claim the job row for this node and run it; a duplicate delivery finds it claimed and returns."""
+    node_name = agent.node_name()
+    claimed = measurement_services.acceptance_job_claim(job_id, node_name)
+    if claimed is None:
+        return "not claimed"
+    try:
+        document = agent.acceptance_job_execute(claimed, node_name)
+    except Exception as exc:  # the worker failed, not the measured program: end the job, say why
+        logger.exception("acceptance job %s failed in the worker", job_id)
+        measurement_services.acceptance_job_fail(job_id, node_name, f"worker error: {type(exc).__name__}: {exc}")
+        return "error"
+    measurement_services.acceptance_job_finish(job_id, node_name, document)
+    return document["outcome"]
+
+
+@shared_task(name="workers.tasks.acceptance_jobs_reap", ignore_result=True)
+def acceptance_jobs_reap() -> dict[str, int]:
+    """Beat: re-queue jobs whose node went silent, re-send lost messages, hand queued jobs to free nodes."""
+    return measurement_services.acceptance_jobs_reap()

@@ -179,3 +179,9 @@ def _bindings_version() -> str | None:
         return importlib.metadata.version("nvidia-ml-py")
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+# The runner's sampler (workers.runner.sampling) opens NVML the same way and says why it cannot alike.
+import_pynvml = _import_pynvml
+init_failure_reason = _init_failure_reason
+nvml_errors = _errors
