@@ -150,8 +150,9 @@ def decide(
         return Decision(
             verdict="rejected",
             sentence=(
-                f"Rejected: the measured peak {_gib(peak)} ({view}) leaves {_gib(margin)} of {_gib(usable_memory_bytes)} "
-                f"usable ({fraction:.1%}), less than the required headroom of {required:.0%}"
+                f"Rejected: the measured peak {_gib(peak)} ({view}) leaves {_gib(margin)} of "
+                f"{_gib(usable_memory_bytes)} usable ({fraction:.1%}), "
+                f"less than the required headroom of {required:.0%}"
                 + (f"; the budget's largest component is {component}." if component else ".")
             ),
             margin_bytes=margin,

@@ -74,8 +74,10 @@ class OrderAdmin(ReadOnlyAdmin):
     list_filter = ["status", "configuration__kind"]
     search_fields = ["workload__name", "owner__username", "configuration__slug"]
     list_select_related = ["owner", "workload", "configuration"]
-    fields = ["owner", "workload", "configuration", "status", "budget_peak", "min_headroom_fraction",
-              "max_ms_per_output_token", "decision_sentence", "decision_numbers", "decided_at", "created_at"]  # fmt: skip
+    fields = [
+        "owner", "workload", "configuration", "status", "budget_peak", "min_headroom_fraction",
+        "max_ms_per_output_token", "decision_sentence", "decision_numbers", "decided_at", "created_at",
+    ]  # fmt: skip
     readonly_fields = fields
     inlines = [JobInline, MeasurementInline]
 
@@ -137,7 +139,7 @@ class MeasurementAdmin(ReadOnlyAdmin):
             usable_bytes=usable,
             title=f"measurement {obj.pk}: {obj.outcome}",
         )
-        return mark_safe(svg)
+        return mark_safe(svg)  # measurements.chart escapes every text it writes
 
     @admin.display(description="peaks by view")
     def peaks_table(self, obj: Measurement) -> SafeString:
@@ -148,9 +150,10 @@ class MeasurementAdmin(ReadOnlyAdmin):
                 view,
                 _size(value),
                 "" if value is not None else reasons.get(f"{view}_bytes", ""),
-            )  # fmt: skip
+            )
             for view, value in obj.peaks.items()
         )
+        # every cell went through format_html above
         return mark_safe(f"<table><tr><th>view</th><th>peak</th><th>why null</th></tr>{rows}</table>")
 
     @admin.display(description="measured / estimated")
@@ -165,7 +168,7 @@ class MeasurementAdmin(ReadOnlyAdmin):
                 _size(r["estimated_bytes"]),
                 r["ratio"],
                 r["basis"],
-            )  # fmt: skip
+            )
             for view, r in obj.ratios.items()
         )
         head = "<tr><th>view</th><th>measured</th><th>estimated</th><th>ratio</th><th>budget figure</th></tr>"
@@ -180,7 +183,8 @@ class MeasurementAdmin(ReadOnlyAdmin):
 class RegisteredProgramForm(forms.ModelForm):
     class Meta:
         model = RegisteredProgram
-        fields = "__all__"
+        fields = ["slug", "name", "description", "argv_template", "allowed_configurations",
+                  "time_limit_seconds", "enabled"]  # fmt: skip
 
     def clean_argv_template(self) -> list[str]:
         try:

@@ -232,7 +232,7 @@ def acceptance_jobs_dispatch(*, now: datetime | None = None) -> int:
     sent = 0
     with transaction.atomic():
         # Messages sent but never claimed (lost with a broker restart, or their queue expired): send again.
-        unclaimed = AcceptanceJob.objects.select_for_update(skip_locked=True).filter(
+        unclaimed = AcceptanceJob.objects.select_for_update(skip_locked=True, of=("self",)).filter(
             status=JobStatus.QUEUED, node__isnull=False, dispatched_at__lt=now - timedelta(seconds=stale_after_s())
         )
         for job in unclaimed.select_related("node"):
@@ -246,7 +246,7 @@ def acceptance_jobs_dispatch(*, now: datetime | None = None) -> int:
                 job.save(update_fields=["node", "dispatched_at"])
             sent += 1
         waiting = (
-            AcceptanceJob.objects.select_for_update(skip_locked=True)
+            AcceptanceJob.objects.select_for_update(skip_locked=True, of=("self",))
             .filter(status=JobStatus.QUEUED, node__isnull=True, cancel_requested=False)
             .select_related("order")
             .order_by("queued_at", "id")
@@ -291,7 +291,7 @@ def acceptance_job_claim(job_id: int, node_name: str) -> ClaimedJob | None:
     """
     with transaction.atomic():
         job = (
-            AcceptanceJob.objects.select_for_update(skip_locked=True)
+            AcceptanceJob.objects.select_for_update(skip_locked=True, of=("self",))
             .select_related("order__workload", "order__configuration", "program", "node")
             .filter(pk=job_id, status=JobStatus.QUEUED, node__name=node_name)
             .first()
@@ -353,7 +353,7 @@ def acceptance_job_finish(job_id: int, node_name: str, document: dict[str, Any])
     """Store a finished run's measurement and end the job; None when this run no longer owns the job."""
     with transaction.atomic():
         job = (
-            AcceptanceJob.objects.select_for_update()
+            AcceptanceJob.objects.select_for_update(of=("self",))
             .select_related("order", "node")
             .filter(pk=job_id, status=JobStatus.RUNNING, node__name=node_name)
             .first()
@@ -426,13 +426,14 @@ def acceptance_jobs_reap(*, now: datetime | None = None, stale_s: float | None =
     requeued = interrupted = 0
     with transaction.atomic():
         stale = (
-            AcceptanceJob.objects.select_for_update(skip_locked=True)
+            AcceptanceJob.objects.select_for_update(skip_locked=True, of=("self",))
             .select_related("node")
             .filter(status=JobStatus.RUNNING, heartbeat_at__lt=cutoff)
         )
         for job in stale:
             where = job.node.name if job.node else "its node"
-            note = f"attempt {job.attempt}: {where} went silent (no progress since {job.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC)"
+            since = f"{job.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC"
+            note = f"attempt {job.attempt}: {where} went silent (no progress since {since})"
             if job.attempt >= job.max_attempts:
                 _job_end(
                     job, JobStatus.FAILED, FailureKind.INTERRUPTED, f"{note}; {job.attempt} attempts used up.", now

@@ -97,7 +97,10 @@ def test_an_upload_with_the_order_token_decides_the_order_and_a_repeat_stores_no
 def test_uploads_need_the_right_token_and_a_valid_document(api, anon_api, other_api, order) -> None:  # type: ignore[no-untyped-def]
     url = f"/api/v1/orders/{order['id']}/measurements/"
     assert anon_api.post(url, measurement_document(), format="json").status_code == 401
-    assert anon_api.post(url, measurement_document(), format="json", HTTP_AUTHORIZATION="Upload vpu_1_x").status_code == 401
+    assert (
+        anon_api.post(url, measurement_document(), format="json", HTTP_AUTHORIZATION="Upload vpu_1_x").status_code
+        == 401
+    )
     assert other_api.post(url, measurement_document(), format="json").status_code == 404
     bad = api.post(url, measurement_document(outcome="great", duration_seconds=-1), format="json")
     assert bad.status_code == 400

@@ -70,3 +70,7 @@ def probe_with_fake_nvml(lib_dir: Path, **fake: str) -> dict[str, Any]:
     )
     assert result.returncode == 0, f"probe failed:\n{result.stdout}\n{result.stderr}"
     return json.loads(result.stdout)
+
+
+# The real-worker fixture, for every test here (imported last: realworker reads REPO_ROOT and clean_env above).
+from .realworker import start_worker  # noqa: E402, F401

@@ -22,13 +22,12 @@ from django.utils import timezone
 from catalog.models import Node
 from workers import tasks
 
-from .realworker import (  # noqa: F401 - start_worker is a fixture
+from .realworker import (
     BINDING_DEADLINES_KEY,
     NODE_TIMEOUT_S,
     delete_queue_keys,
     redis_keys,
     require_services,
-    start_worker,
 )
 
 pytestmark = [pytest.mark.services]

@@ -1,0 +1,115 @@
+"""``vramplan-measure -- CMD``: a real child process, real host counters, and null device views with reasons here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO_ROOT, clean_env
+
+MIB = 2**20
+
+
+def measure(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> tuple[int, dict, str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "workers.runner.cli", *args],
+        cwd=REPO_ROOT,
+        env=env or clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return result.returncode, json.loads(result.stdout), result.stderr
+
+
+def test_a_300_mib_allocation_shows_in_host_rss_and_the_device_views_are_null_with_reasons() -> None:
+    code, document, _ = measure("--", sys.executable, "-c", "x = bytearray(300 * 2**20); import time; time.sleep(0.3)")
+    assert code == 0
+    assert document["outcome"] == "succeeded" and document["exit_code"] == 0 and document["signal"] is None
+    peaks = document["peaks"]
+    assert peaks["host_rss_bytes"] >= 300 * MIB
+    assert peaks["device_used_bytes"] is None
+    assert "libnvidia-ml.so.1" in peaks["reasons"]["device_used_bytes"]
+    assert (
+        peaks["framework_allocated_bytes"] is None and "did not report" in peaks["reasons"]["framework_allocated_bytes"]
+    )
+    assert document["sampling"]["host_samples"] >= 1
+    assert document["versions"]["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert document["duration_seconds"] > 0.2
+
+
+def test_a_child_killed_by_sigkill_is_reported_with_its_signal() -> None:
+    code, document, _ = measure("--", sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    assert code == 128 + 9
+    assert (document["outcome"], document["signal"], document["signal_name"]) == ("signalled", 9, "SIGKILL")
+    assert document["exit_code"] is None
+
+
+def test_a_failing_command_keeps_stdout_pure_json_and_passes_its_output_to_stderr() -> None:
+    code, document, stderr = measure("--", sys.executable, "-c", "print('hello'); raise SystemExit(4)")
+    assert code == 4 and document["outcome"] == "failed"
+    assert "hello" in stderr
+
+
+def test_the_time_limit_kills_the_process_group(tmp_path: Path) -> None:
+    _, document, _ = measure("--time-limit", "1", "--", "sh", "-c", "sleep 30 & sleep 30")
+    assert document["outcome"] == "timeout"
+    assert document["duration_seconds"] < 15
+
+
+def test_the_child_environment_is_scrubbed_of_credentials() -> None:
+    env = clean_env(DATABASE_URL="postgres://secret@db/x", CELERY_BROKER_URL="redis://x", MY_API_TOKEN="t",
+                    AWS_SECRET_ACCESS_KEY="k", CUDA_VISIBLE_DEVICES="0")  # fmt: skip
+    script = "import json, os; print(json.dumps(sorted(os.environ)))"
+    argv = [sys.executable, "-m", "workers.runner.cli", "--", sys.executable, "-c", script]
+    result = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
+    names = json.loads(result.stderr.strip().splitlines()[-1])
+    assert "CUDA_VISIBLE_DEVICES" in names
+    assert not {"DATABASE_URL", "CELERY_BROKER_URL", "MY_API_TOKEN", "AWS_SECRET_ACCESS_KEY"} & set(names)
+
+
+def test_timeline_csv_and_bad_arguments(tmp_path: Path) -> None:
+    csv = tmp_path / "t.csv"
+    code, _, _ = measure("--timeline", str(csv), "--", sys.executable, "-c", "pass")
+    assert code == 0 and csv.read_text().splitlines()[0] == "t_seconds,device_used_bytes,host_rss_bytes"
+    result = subprocess.run([sys.executable, "-m", "workers.runner.cli", "--interval", "0"], cwd=REPO_ROOT,
+                            env=clean_env(), capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    assert result.returncode == 2 and "--interval" in result.stderr
+
+
+@pytest.mark.parametrize("flags", [["--upload", "http://127.0.0.1:9"], ["--upload", "ftp://x", "--order", "1"]])
+def test_upload_flags_are_checked_before_running(flags: list[str]) -> None:
+    result = subprocess.run([sys.executable, "-m", "workers.runner.cli", *flags, "--", "true"], cwd=REPO_ROOT,
+                            env=clean_env(), capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    assert result.returncode == 2 and "--upload" in result.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_upload_attaches_the_result_to_the_order_with_an_order_scoped_token(live_server, api) -> None:  # type: ignore[no-untyped-def]
+    from measurements.models import Measurement
+    from tests.measurements.helpers import TINY_CPU_WORKLOAD, cpu_configuration
+
+    configuration = cpu_configuration()
+    workload = api.post("/api/v1/workloads/", TINY_CPU_WORKLOAD, format="json").json()
+    order = api.post("/api/v1/orders/", {"workload": workload["id"], "configuration": configuration.slug},
+                     format="json").json()  # fmt: skip
+    token = api.post(f"/api/v1/orders/{order['id']}/upload-token/").json()["token"]
+
+    code, document, stderr = measure(
+        "--upload", live_server.url, "--order", str(order["id"]), "--",
+        sys.executable, "-c", "x = bytearray(50 * 2**20); import time; time.sleep(0.3)",
+        env=clean_env(VRAMPLAN_UPLOAD_TOKEN=token),
+    )  # fmt: skip
+    assert code == 0, stderr
+    stored = Measurement.objects.get(order_id=order["id"])
+    assert stored.upload_key == document["run_id"] and stored.source == "upload"
+    assert stored.host_rss_peak_bytes == document["peaks"]["host_rss_bytes"] >= 50 * MIB
+    assert f"attached to order {order['id']} as measurement {stored.pk}" in stderr
+    code, _, stderr = measure("--upload", live_server.url, "--order", str(order["id"]), "--token", "vpu_x", "--",
+                              sys.executable, "-c", "pass")  # fmt: skip
+    assert code == 2 and "401" in stderr
