@@ -5,19 +5,9 @@ It starts allowed on no configuration: staff choose where vLLM is installed (adm
 
 from django.db import migrations
 
-VLLM_ARGV = [
-    "{python}", "-m", "workers.runner.programs.vllm_serve",
-    "--model", "{model}",
-    "--max-model-len", "{max_model_len}",
-    "--max-num-seqs", "{max_num_seqs}",
-    "--tensor-parallel-size", "{tensor_parallel_size}",
-    "--gpu-memory-utilization", "{gpu_memory_utilization}",
-    "--dtype", "{dtype}",
-    "--kv-cache-dtype", "{kv_cache_dtype}",
-    "--max-input-tokens", "{max_input_tokens}",
-    "--max-output-tokens", "{max_output_tokens}",
-    "--concurrency", "{concurrency}",
-]  # fmt: skip
+from workers.runner.programs import VLLM_SERVE_TEMPLATE
+
+VLLM_ARGV = list(VLLM_SERVE_TEMPLATE)  # one template: workers/runner/programs/__init__.py
 
 
 def create(apps, schema_editor):  # type: ignore[no-untyped-def]

@@ -136,3 +136,16 @@ def test_a_program_not_allowed_on_the_configuration_is_refused(api, order, confi
     response = api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {"program": "elsewhere"}, format="json")
     assert response.status_code == 400 and "not allowed on configuration" in response.json()["program"][0]
     assert not AcceptanceJob.objects.exists()
+
+
+def test_the_shipped_vllm_program_fills_in_from_a_vllm_workload(api) -> None:  # type: ignore[no-untyped-def]
+    from workers.runner.plan import placeholder_values, program_argv
+
+    program = RegisteredProgram.objects.get(slug="vllm-serve")  # data migration 0002
+    description = {"model": {"preset": "llama-3.1-8b"}, "inference": {"max_input_tokens": 6144,
+                   "max_output_tokens": 2048, "concurrent_sessions": 32, "engine": "vllm"}}  # fmt: skip
+    argv = program_argv(program.argv_template, placeholder_values(description, device_count=1))
+    assert argv[argv.index("--max-model-len") + 1] == "8192"
+    assert argv[argv.index("--max-num-seqs") + 1] == "32"
+    assert argv[argv.index("--model") + 1] == "meta-llama/Llama-3.1-8B"
+    assert argv[argv.index("--dtype") + 1] == "bfloat16"

@@ -1,0 +1,31 @@
+"""Acceptance programs staff can register: commands that run one engine under the parent's memory sampler.
+
+A program is an ordinary command (``python -m workers.runner.programs.<name> …``). The parent
+(``workers.runner.execute``) samples NVML device memory around it; the program only runs the engine,
+drives it, and reports through ``workers.runner.report`` (progress, checkpoints, a result message) and
+the JSON file named by ``VRAMPLAN_QUALITY_PATH``. Staff register a program as an argv template whose
+``{placeholders}`` (``workers.runner.plan.PLACEHOLDERS``) are filled from the validated workload.
+
+Pure: standard library only (no Django, no Celery, no engine import in this process).
+"""
+
+from __future__ import annotations
+
+#: A template staff can register for ``vllm_serve``: every value comes from the workload, none from a user.
+#: Add ``--python /path/to/venv/bin/python`` when vLLM lives in another environment, and
+#: ``--extra-arg=--enforce-eager`` (one flag per ``--extra-arg``) for engine flags of the node's own choosing.
+VLLM_SERVE_TEMPLATE: tuple[str, ...] = (
+    "{python}", "-m", "workers.runner.programs.vllm_serve",
+    "--model", "{model}",
+    "--max-model-len", "{max_model_len}",
+    "--max-num-seqs", "{max_num_seqs}",
+    "--tensor-parallel-size", "{tensor_parallel_size}",
+    "--gpu-memory-utilization", "{gpu_memory_utilization}",
+    "--dtype", "{dtype}",
+    "--kv-cache-dtype", "{kv_cache_dtype}",
+    "--max-input-tokens", "{max_input_tokens}",
+    "--max-output-tokens", "{max_output_tokens}",
+    "--concurrency", "{concurrency}",
+)  # fmt: skip
+
+PROGRAMS: dict[str, str] = {"vllm_serve": "workers.runner.programs.vllm_serve"}
