@@ -113,3 +113,27 @@ def test_upload_attaches_the_result_to_the_order_with_an_order_scoped_token(live
     code, _, stderr = measure("--upload", live_server.url, "--order", str(order["id"]), "--token", "vpu_x", "--",
                               sys.executable, "-c", "pass")  # fmt: skip
     assert code == 2 and "401" in stderr
+
+
+def test_the_device_view_reads_nvml_v2_through_the_real_bindings(fake_nvml_dir: Path) -> None:
+    """The fake libnvidia-ml.so.1 reports 3 GiB allocated on device 0: the v2 ``used``, reserve apart."""
+    env = clean_env(LD_LIBRARY_PATH=str(fake_nvml_dir), FAKE_NVML_PROCESSES=f"0:4242:{3 * 2**30}")
+    code, document, _ = measure("--", sys.executable, "-c", "import time; time.sleep(0.2)", env=env)
+    assert code == 0
+    assert document["peaks"]["device_used_bytes"] == 3 * 2**30
+    assert "device_used_bytes" not in document["peaks"]["reasons"]
+    sampling = document["sampling"]
+    assert sampling["memory_info_version"] == 2 and sampling["device_samples"] >= 10
+    assert sampling["max_gap_s"] is not None and sampling["max_gap_s"] < 0.2
+    assert sampling["contended"] is True  # another process held the device before the run
+    assert [d["name"] for d in document["devices"]] == ["NVIDIA H100 80GB HBM3"] * 2
+    assert document["devices"][0]["accounting_max_bytes"] is None and document["devices"][0]["accounting_reason"]
+    assert document["versions"]["driver"] == "550.54.15"
+
+
+def test_a_driver_without_the_v2_call_falls_back_to_v1_and_says_so(fake_nvml_dir: Path) -> None:
+    env = clean_env(LD_LIBRARY_PATH=str(fake_nvml_dir), FAKE_NVML_MEMORY_V2_RESULT="13",
+                    FAKE_NVML_PROCESSES=f"0:4242:{2**30}")  # fmt: skip
+    _, document, _ = measure("--", sys.executable, "-c", "pass", env=env)
+    assert document["sampling"]["memory_info_version"] == 1
+    assert document["peaks"]["device_used_bytes"] == 2**30 + 566_231_040  # v1 used includes the driver's reserve
