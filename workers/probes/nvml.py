@@ -185,3 +185,4 @@ def _bindings_version() -> str | None:
 import_pynvml = _import_pynvml
 init_failure_reason = _init_failure_reason
 nvml_errors = _errors
+cuda_driver_version = _cuda_driver_version
