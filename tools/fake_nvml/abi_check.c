@@ -27,6 +27,13 @@ int main(void)
            "\"gpuInstanceId\": %zu, \"computeInstanceId\": %zu}\n",
            sizeof(nvmlProcessInfo_t), offsetof(nvmlProcessInfo_t, pid), offsetof(nvmlProcessInfo_t, usedGpuMemory),
            offsetof(nvmlProcessInfo_t, gpuInstanceId), offsetof(nvmlProcessInfo_t, computeInstanceId));
+    /* The accounting high-water mark the runner reads after a job (workers/runner/sampling.py). */
+    printf("    ,\"c_nvmlAccountingStats_t\": {\"size\": %zu, \"gpuUtilization\": %zu, \"memoryUtilization\": %zu, "
+           "\"maxMemoryUsage\": %zu, \"time\": %zu, \"startTime\": %zu, \"isRunning\": %zu}\n",
+           sizeof(nvmlAccountingStats_t), offsetof(nvmlAccountingStats_t, gpuUtilization),
+           offsetof(nvmlAccountingStats_t, memoryUtilization), offsetof(nvmlAccountingStats_t, maxMemoryUsage),
+           offsetof(nvmlAccountingStats_t, time), offsetof(nvmlAccountingStats_t, startTime),
+           offsetof(nvmlAccountingStats_t, isRunning));
     printf("  }\n}\n");
     return 0;
 }
