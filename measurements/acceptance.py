@@ -84,6 +84,9 @@ def _largest_component(budget: Mapping[str, Any] | None) -> str | None:
 
 
 def _gib(value: int) -> str:
+    """GiB for device-sized figures, MiB below 1 GiB (a tiny CPU run is not "0.00 GiB")."""
+    if abs(value) < 2**30:
+        return f"{value / 2**20:,.1f} MiB"
     return f"{value / 2**30:,.2f} GiB"
 
 
