@@ -7,8 +7,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from .engine import Budget, estimate
 from .engine import Workload as WorkloadSpec
-from .engine import estimate
 from .models import Workload
 
 MAX_BUDGET_BYTES = 2**60  # 1 EiB per device or host: beyond any machine, and beyond 64-bit columns' comfort
@@ -23,21 +23,42 @@ def workload_validate(data: Any) -> WorkloadSpec:
     return WorkloadSpec.model_validate(data)
 
 
-def budget_estimate(spec: WorkloadSpec) -> dict[str, Any]:
-    """The budget object of the contract for a validated workload.
+def budget_compute(spec: WorkloadSpec, device_memory_bytes: int | None = None) -> Budget:
+    """The engine's budget for a validated workload, refused past 1 EiB (every caller goes through here).
 
+    ``device_memory_bytes`` (usable memory of one device) lets a vLLM workload size its KV pool and
+    report the concurrency it holds (the budget's ``serving`` block).
     Raises BudgetOutOfRange, naming the largest component, when any figure passes 1 EiB.
     """
-    budget = estimate(spec).as_contract()
-    per_device = budget["per_device"]
-    figures = [per_device["total"]["high"], budget["host"]["ram_bytes"], budget["host"]["disk_bytes"]]
+    budget = estimate(spec, device_memory_bytes=device_memory_bytes)
+    per_device = budget.per_device
+    figures = [per_device.total_high_bytes, budget.host.ram_bytes, budget.host.disk_bytes]
     if max(figures) > MAX_BUDGET_BYTES:
-        name, component = max(per_device["components"].items(), key=lambda item: item[1]["high"])
+        largest = max(per_device.components, key=lambda c: c.high)
         raise BudgetOutOfRange(
-            f"the budget passes 1 EiB per device (largest component: {name}, {component['high']:.3e} bytes); "
+            f"the budget passes 1 EiB per device (largest component: {largest.name}, {largest.high:.3e} bytes); "
             "check the sizes, token counts and concurrency"
         )
     return budget
+
+
+def budget_estimate(spec: WorkloadSpec, device_memory_bytes: int | None = None) -> dict[str, Any]:
+    """The budget object of the contract for a validated workload (see :func:`budget_compute`)."""
+    return budget_compute(spec, device_memory_bytes).as_contract()
+
+
+def configuration_device_memory(slug: str) -> int:
+    """Usable memory per device of catalog configuration ``slug`` (the accelerator's usable figure where
+    a source or node verified it, else its marketed size; host RAM for a CPU configuration).
+
+    Raises LookupError naming the configuration when there is none by that slug.
+    """
+    from catalog.models import Configuration
+
+    row = Configuration.objects.with_memory().filter(slug=slug).values("usable_memory_bytes").first()
+    if row is None or not row["usable_memory_bytes"]:
+        raise LookupError(f"no catalog configuration {slug!r}; list them at /api/v1/configurations/")
+    return int(row["usable_memory_bytes"])
 
 
 def _model_label(spec: WorkloadSpec) -> str:

@@ -44,6 +44,17 @@ class HostSerializer(serializers.Serializer):
     disk_bytes = serializers.IntegerField()
 
 
+class ServingSerializer(serializers.Serializer):
+    """vLLM-style KV pool arithmetic (engine ``vllm`` only; the pool needs the device's memory)."""
+
+    kv_bytes_per_token = serializers.IntegerField(help_text="KV bytes per token, per device, all layers.")
+    kv_bytes_needed = serializers.IntegerField(help_text="KV bytes the longest request × concurrency needs.")
+    kv_pool_bytes = serializers.IntegerField(allow_null=True, help_text="The KV pool; null without device memory.")
+    max_concurrent_sessions_at_max_request = serializers.IntegerField(allow_null=True)
+    max_request_tokens_at_concurrency = serializers.IntegerField(allow_null=True)
+    device_memory_bytes = serializers.IntegerField(allow_null=True, help_text="Usable device memory it assumed.")
+
+
 class BudgetSerializer(serializers.Serializer):
     """The budget object of the v1 contract (WORKLOAD.md)."""
 
@@ -54,6 +65,8 @@ class BudgetSerializer(serializers.Serializer):
     host = HostSerializer()
     assumptions = serializers.ListField(child=serializers.CharField())
     calibration = serializers.JSONField(help_text="Calibration applied to the estimate, or null (none yet).")
+    plan = serializers.DictField(help_text="The parallel plan the budget assumes (degrees, ZeRO stage, …).")
+    serving = ServingSerializer(required=False, help_text="vLLM workloads only.")
 
 
 class WorkloadSerializer(serializers.ModelSerializer):

@@ -7,14 +7,15 @@ Thin adapters: the request body is validated by the engine's pydantic ``Workload
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from catalog.units import UnitError, parse_memory
 from vramplan.openapi import BAD_REQUEST, NOT_FOUND, THROTTLED, UNAUTHORIZED
 from vramplan.parsers import NulSafeJSONParser
 
@@ -31,6 +32,23 @@ def _body(request: Request) -> object:
     return request.data
 
 
+def _device_memory(request: Request) -> int | None:
+    """``?device_memory=79.19GiB`` or ``?configuration=SLUG`` (one of them), as bytes; a 400 naming the parameter."""
+    size, slug = request.query_params.get("device_memory"), request.query_params.get("configuration")
+    if size is not None and slug is not None:
+        raise ValidationError({"device_memory": ["give device_memory or configuration, not both"]})
+    try:
+        if size is not None:
+            return parse_memory(size)
+        if slug is not None:
+            return services.configuration_device_memory(slug)
+    except UnitError as exc:
+        raise ValidationError({"device_memory": [str(exc)]}) from None
+    except LookupError as exc:
+        raise ValidationError({"configuration": [str(exc)]}) from None
+    return None
+
+
 class EstimateView(APIView):
     parser_classes = [NulSafeJSONParser]  # a workload is JSON; form bodies would reach pydantic as a QueryDict
 
@@ -38,12 +56,27 @@ class EstimateView(APIView):
         operation_id="estimate",
         tags=["budgets"],
         request=WorkloadSpec,
+        parameters=[
+            OpenApiParameter(
+                "device_memory",
+                str,
+                description="Usable memory of one device (79.19GiB, 80GB, bytes): "
+                "vLLM workloads then get their KV pool and concurrency in `serving`.",
+            ),
+            OpenApiParameter(
+                "configuration",
+                str,
+                description="A catalog configuration's slug, for its usable "
+                "memory per device (instead of device_memory).",
+            ),
+        ],
         responses={200: BudgetSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED, 429: THROTTLED},
         description="Budget a workload without storing it: per-device memory by component, at the peak.",
     )
     def post(self, request: Request) -> Response:
+        device_memory = _device_memory(request)
         spec = services.workload_validate(_body(request))
-        return Response(services.budget_estimate(spec))
+        return Response(services.budget_estimate(spec, device_memory))
 
 
 @extend_schema(tags=["budgets"])

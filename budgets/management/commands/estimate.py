@@ -1,7 +1,10 @@
-"""``manage.py estimate FILE [--format json|table]``: the budget of the workload in FILE.
+"""``manage.py estimate FILE [--format json|table] [--device-memory SIZE | --configuration SLUG]``.
 
-``json`` prints exactly the contract's budget object, alone, on stdout; errors go to stderr with the
-field that is wrong, and the exit status is non-zero.
+Prints the budget of the workload in FILE. ``json`` prints exactly the contract's budget object,
+alone, on stdout; errors go to stderr with the field that is wrong, and the exit status is non-zero.
+``--device-memory`` (``79.19GiB``, ``80GB``, bytes) or ``--configuration`` (a catalog slug) gives the
+usable memory of one device, so that a vLLM workload gets its KV pool and concurrency (``serving``).
+The same 1 EiB guard as the API applies (``budgets.services.budget_compute``).
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from pydantic import ValidationError
 
-from ...engine import estimate, render_table, validation_errors
-from ...services import workload_validate
+from catalog.units import UnitError, parse_memory
+
+from ...engine import render_table, validation_errors
+from ...services import BudgetOutOfRange, budget_compute, configuration_device_memory, workload_validate
 
 
 def read_workload_file(path: str) -> object:
@@ -43,10 +48,32 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:  # type: ignore[no-untyped-def]
         parser.add_argument("file", help="workload JSON file, or - for standard input")
         parser.add_argument("--format", choices=["json", "table"], default="json")
+        memory = parser.add_mutually_exclusive_group()
+        memory.add_argument("--device-memory", metavar="SIZE", help="usable memory per device: 79.19GiB, 80GB, bytes")
+        memory.add_argument(
+            "--configuration", metavar="SLUG", help="a catalog configuration's usable memory per device"
+        )
 
     def handle(self, *args, file: str, format: str, **options) -> None:  # type: ignore[no-untyped-def]
-        budget = estimate(validated(file))
+        device_memory = device_memory_option(options.get("device_memory"), options.get("configuration"))
+        try:
+            budget = budget_compute(validated(file), device_memory)
+        except BudgetOutOfRange as exc:
+            raise CommandError(f"{file}: {exc}") from None
         if format == "json":
             self.stdout.write(json.dumps(budget.as_contract(), indent=2))
         else:
             self.stdout.write(render_table(budget))
+
+
+def device_memory_option(size: str | None, configuration: str | None) -> int | None:
+    try:
+        if size is not None:
+            return parse_memory(size)
+        if configuration is not None:
+            return configuration_device_memory(configuration)
+    except UnitError as exc:
+        raise CommandError(f"--device-memory: {exc}") from None
+    except LookupError as exc:
+        raise CommandError(f"--configuration: {exc}") from None
+    return None

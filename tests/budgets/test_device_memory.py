@@ -1,0 +1,83 @@
+"""Device memory as an input: the vLLM KV pool and concurrency for a given card, from the API and the command."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from tests.factories import AcceleratorFactory, ConfigurationFactory
+
+pytestmark = pytest.mark.django_db
+
+VLLM = json.loads((Path(__file__).resolve().parents[2] / "fixtures/workloads/vllm-llama-3.1-8b-chat.json").read_text())
+GIB = 2**30
+
+
+def test_more_device_memory_gives_a_larger_pool_and_more_concurrency(api) -> None:  # type: ignore[no-untyped-def]
+    small = api.post("/api/v1/estimate?device_memory=40GiB", VLLM, format="json").json()["serving"]
+    large = api.post("/api/v1/estimate?device_memory=79.19GiB", VLLM, format="json").json()["serving"]
+    assert small["device_memory_bytes"] == 40 * GIB
+    assert large["device_memory_bytes"] == int(79.19 * GIB)
+    assert large["kv_pool_bytes"] > small["kv_pool_bytes"] > 0
+    assert large["max_concurrent_sessions_at_max_request"] > small["max_concurrent_sessions_at_max_request"]
+    # The pool holds that many sessions of the longest request, and not one more.
+    per_session = VLLM["inference"]["max_input_tokens"] + VLLM["inference"]["max_output_tokens"]
+    tokens = large["kv_pool_bytes"] // large["kv_bytes_per_token"]
+    assert large["max_concurrent_sessions_at_max_request"] == tokens // per_session
+
+
+def test_a_configuration_gives_its_usable_memory_per_device(api) -> None:  # type: ignore[no-untyped-def]
+    accelerator = AcceleratorFactory(marketed_memory_bytes=80 * 10**9, usable_memory_bytes=85_029_615_043)
+    configuration = ConfigurationFactory(accelerator=accelerator)
+    answer = api.post(f"/api/v1/estimate?configuration={configuration.slug}", VLLM, format="json").json()
+    assert answer["serving"]["device_memory_bytes"] == 85_029_615_043
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [("device_memory=banana", "device_memory"), ("configuration=nope", "configuration"),
+     ("device_memory=80GB&configuration=x", "device_memory"), ("device_memory=2EiB", "device_memory")],
+)  # fmt: skip
+def test_bad_device_memory_is_a_400_naming_the_parameter(api, query: str, field: str) -> None:  # type: ignore[no-untyped-def]
+    response = api.post(f"/api/v1/estimate?{query}", VLLM, format="json")
+    assert response.status_code == 400 and field in response.json(), response.json()
+
+
+def test_the_command_takes_device_memory_or_a_configuration(tmp_path: Path) -> None:
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(VLLM))
+    out = StringIO()
+    call_command("estimate", str(path), "--device-memory", "79.19GiB", stdout=out)
+    assert json.loads(out.getvalue())["serving"]["device_memory_bytes"] == int(79.19 * GIB)
+    with pytest.raises(CommandError, match="--configuration: no catalog configuration 'nope'"):
+        call_command("estimate", str(path), "--configuration", "nope", stdout=StringIO())
+    with pytest.raises(CommandError, match="--device-memory"):
+        call_command("estimate", str(path), "--device-memory", "lots", stdout=StringIO())
+
+
+def test_the_command_refuses_budgets_past_1_eib_like_the_api(tmp_path: Path) -> None:
+    huge = {
+        "task": "custom",
+        "custom": {
+            "components": [{"name": "scene", "category": "weights", "bytes": 10**15, "per_concurrent": True}],
+            "concurrency": 100_000,
+        },
+    }
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(huge))
+    with pytest.raises(CommandError, match="1 EiB"):
+        call_command("estimate", str(path), stdout=StringIO())
+
+
+def test_the_schema_documents_plan_and_serving(api) -> None:  # type: ignore[no-untyped-def]
+    schema = api.get("/api/schema/?format=json").json()
+    budget = schema["components"]["schemas"]["Budget"]["properties"]
+    assert {"plan", "serving"} <= set(budget)
+    assert {p["name"] for p in schema["paths"]["/api/v1/estimate/"]["post"]["parameters"]} >= {
+        "device_memory",
+        "configuration",
+    }
