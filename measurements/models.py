@@ -64,7 +64,7 @@ class Order(models.Model):
         indexes = [models.Index(fields=["owner", "-created_at"])]
 
     def __str__(self) -> str:
-        return f"order {self.pk}: {self.workload} on {self.configuration}"
+        return f"#{self.pk} ({self.workload} on {self.configuration})"
 
 
 class RegisteredProgram(models.Model):

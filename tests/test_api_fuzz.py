@@ -46,6 +46,10 @@ from werkzeug.test import Client
 from budgets import services
 from budgets.engine import load_presets
 from catalog.models import Accelerator, Architecture, Configuration, Node
+from measurements import services as measurement_services
+from measurements.choices import MeasurementSource
+from measurements.models import AcceptanceJob
+from tests.measurements.helpers import measurement_document
 from vramplan.wsgi import application
 
 pytestmark = pytest.mark.django_db
@@ -180,6 +184,14 @@ def world(django_db_setup, django_db_blocker):  # type: ignore[no-untyped-def]
 
             world.own_workload = mine.pk
             workload_ids = [mine.pk, theirs.pk]
+            # An order of the user's with a job and an uploaded measurement, and one of the other user's.
+            order = measurement_services.order_create(owner=user, workload=mine, configuration=configuration)
+            their_order = measurement_services.order_create(owner=other, workload=theirs, configuration=configuration)
+            job = AcceptanceJob.objects.create(order=order)
+            measurement, _ = measurement_services.measurement_record(
+                order, measurement_document(), source=MeasurementSource.UPLOAD
+            )
+            order_ids = [order.pk, their_order.pk]
             KNOWN_IDS.update(
                 {
                     "/api/v1/architectures/{slug}/": ("slug", slugs(Architecture)),
@@ -189,6 +201,14 @@ def world(django_db_setup, django_db_blocker):  # type: ignore[no-untyped-def]
                     "/api/v1/workloads/{id}/": ("id", workload_ids),
                     "/api/v1/workloads/{id}/budget/": ("id", workload_ids),
                     "/api/v1/model-presets/{id}/": ("id", sorted(load_presets())),
+                    **{
+                        f"/api/v1/orders/{{id}}/{action}": ("id", order_ids)
+                        for action in ("", "confirm/", "cancel/", "upload-token/", "acceptance-jobs/", "measurements/")
+                    },
+                    "/api/v1/acceptance-jobs/{id}/": ("id", [job.pk]),
+                    "/api/v1/acceptance-jobs/{id}/cancel/": ("id", [job.pk]),
+                    "/api/v1/measurements/{id}/": ("id", [measurement.pk]),
+                    "/api/v1/programs/{slug}/": ("slug", ["vllm-serve"]),
                 }
             )
             yield world

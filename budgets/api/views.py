@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.units import UnitError, parse_memory
-from vramplan.openapi import BAD_REQUEST, NOT_FOUND, THROTTLED, UNAUTHORIZED
+from vramplan.openapi import BAD_REQUEST, CONFLICT, NOT_FOUND, THROTTLED, UNAUTHORIZED
 from vramplan.parsers import NulSafeJSONParser
 
 from .. import services
@@ -115,7 +115,7 @@ class WorkloadViewSet(
     def retrieve(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
         return super().retrieve(request, *args, **kwargs)
 
-    @extend_schema(responses={204: None, 401: UNAUTHORIZED, 429: THROTTLED, 404: NOT_FOUND})
+    @extend_schema(responses={204: None, 401: UNAUTHORIZED, 429: THROTTLED, 404: NOT_FOUND, 409: CONFLICT})
     def destroy(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
         return super().destroy(request, *args, **kwargs)
 

@@ -7,8 +7,10 @@ from typing import Any
 from rest_framework import serializers
 
 from budgets.models import Workload
+from catalog.api.serializers import NullableObjectField
 from catalog.models import Configuration
 
+from ..choices import FailureKind
 from ..models import AcceptanceJob, Measurement, Order, RegisteredProgram
 
 
@@ -35,8 +37,19 @@ class ProgressSerializer(serializers.Serializer):
     percent = serializers.FloatField()
 
 
+class FailureKindField(serializers.ChoiceField):
+    """The failure kind, or null while the job has not failed (stored as an empty string)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(choices=FailureKind.choices, allow_null=True, read_only=True, **kwargs)
+
+    def to_representation(self, value: str) -> str | None:
+        return value or None
+
+
 class AcceptanceJobSerializer(serializers.ModelSerializer):
-    program = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    program = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    failure_kind = FailureKindField()
     node = serializers.CharField(source="node.name", allow_null=True, read_only=True, default=None)
     progress = serializers.SerializerMethodField()
     measurement = serializers.SerializerMethodField()
@@ -75,6 +88,7 @@ class OrderSerializer(serializers.ModelSerializer):
     configuration = serializers.SlugRelatedField(slug_field="slug", queryset=Configuration.objects.all())
     budget_peak_bytes = serializers.SerializerMethodField()
     acceptance = serializers.SerializerMethodField()
+    decision = NullableObjectField(read_only=True, allow_null=True, help_text="The sentence and its numbers.")
 
     class Meta:
         model = Order

@@ -114,8 +114,7 @@ class OrderViewSet(
         """Queue an acceptance job on a live node of the order's configuration (POST), or list the order's jobs."""
         order = self.get_object()
         if request.method == "GET":
-            jobs = _jobs().filter(order=order)
-            return Response(AcceptanceJobSerializer(self.paginate_queryset(jobs) or [], many=True).data)
+            return self._page(_jobs().filter(order=order), AcceptanceJobSerializer)
         serializer = AcceptanceJobStartSerializer(data=_body(request))
         serializer.is_valid(raise_exception=True)
         job = services.acceptance_job_start(order, **serializer.validated_data)
@@ -136,11 +135,14 @@ class OrderViewSet(
     def measurements(self, request: Request, pk: str | None = None) -> Response:
         order = self._order_for_upload(request, pk) if request.method == "POST" else self._owned(request)
         if request.method == "GET":
-            rows = Measurement.objects.filter(order=order).select_related("node")
-            return Response(MeasurementSerializer(self.paginate_queryset(rows) or [], many=True).data)
+            return self._page(Measurement.objects.filter(order=order).select_related("node"), MeasurementSerializer)
         document = MeasurementDocument.model_validate(_body(request))
         measurement, created = services.measurement_record(order, document, source=MeasurementSource.UPLOAD)
         return Response(MeasurementSerializer(measurement).data, status=201 if created else 200)
+
+    def _page(self, rows: QuerySet, serializer: type) -> Response:  # type: ignore[type-arg]
+        page = self.paginate_queryset(rows)
+        return self.get_paginated_response(serializer(page, many=True).data)
 
     def _owned(self, request: Request) -> Order:
         if not request.user.is_authenticated:
