@@ -260,6 +260,16 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
 
 # The node this process runs on, when it is a worker (name shown in the catalog's node list).
 VRAMPLAN_NODE_NAME = env.str("VRAMPLAN_NODE_NAME", default="")
+# On a node whose worker runs as root: the unprivileged account acceptance jobs run as. The child then
+# cannot read the worker's environment (/proc/<pid>/environ) or files such as .env and ~/.pgpass.
+VRAMPLAN_JOB_USER = env.str("VRAMPLAN_JOB_USER", default="")
+if VRAMPLAN_JOB_USER:
+    import pwd
+
+    try:
+        pwd.getpwnam(VRAMPLAN_JOB_USER)
+    except KeyError:
+        raise ImproperlyConfigured(f"VRAMPLAN_JOB_USER={VRAMPLAN_JOB_USER!r} is not a user on this machine.") from None
 
 LOGGING = {
     "version": 1,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import tempfile
 import threading
@@ -39,8 +40,8 @@ class _JobProgress:
     per thread) and answers whether the job was cancelled or taken away.
     """
 
-    def __init__(self, job_id: int, node: str) -> None:
-        self.job_id, self.node = job_id, node
+    def __init__(self, job_id: int, node: str, attempt: int) -> None:
+        self.job_id, self.node, self.attempt = job_id, node, attempt
         self.phase, self.percent = "starting", 0.0
         self.lock = threading.Lock()
 
@@ -51,12 +52,12 @@ class _JobProgress:
     def should_stop(self) -> bool:
         with self.lock:
             phase, percent = self.phase, self.percent
-        return measurement_services.acceptance_job_progress(self.job_id, self.node, phase, percent)
+        return measurement_services.acceptance_job_progress(self.job_id, self.node, self.attempt, phase, percent)
 
 
 def acceptance_job_execute(job: measurement_services.ClaimedJob, node: str) -> dict[str, Any]:
     """Run a claimed job in a child process under sampling; the measurement document."""
-    progress = _JobProgress(job.job_id, node)
+    progress = _JobProgress(job.job_id, node, job.attempt)
     extra_env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     if job.expandable_segments:
         extra_env["PYTORCH_ALLOC_CONF"] = "expandable_segments:True"
@@ -71,8 +72,11 @@ def acceptance_job_execute(job: measurement_services.ClaimedJob, node: str) -> d
         else:
             argv = plan.program_argv(job.argv_template, job.placeholders)
             conditions["program"] = "registered"
+        user = settings.VRAMPLAN_JOB_USER or None
+        if user:  # the job account must read its spec and may write in its folder
+            shutil.chown(folder, user)
         options = RunOptions(argv=argv, extra_env=extra_env, time_limit_s=job.time_limit_seconds, cwd=folder,
-                             conditions=conditions)  # fmt: skip
+                             user=user, conditions=conditions)  # fmt: skip
         started = time.monotonic()
         document = run_measured(
             options, on_progress=progress.update, should_cancel=progress.should_stop, cancel_poll_s=PROGRESS_EVERY_S

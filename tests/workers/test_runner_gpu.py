@@ -43,7 +43,9 @@ def _views_in_order(document: dict[str, Any]) -> None:
     assert weights <= peaks["framework_allocated_bytes"] <= peaks["framework_reserved_bytes"]
     assert peaks["framework_reserved_bytes"] <= document["sampling"]["device_used_peak_delta_bytes"] + 2**21
     assert document["sampling"]["device_samples"] > 10 and document["sampling"]["memory_info_version"] in (1, 2)
-    assert {"cuda_init", "weights_loaded"} <= set(document["sampling"]["checkpoints"])
+    assert {"cuda_init", "weights_loaded", "measured_end"} <= set(document["sampling"]["checkpoints"])
+    # The device peak ends at measured_end: the fp32 quality reference built after it is not the workload's.
+    assert peaks["device_used_bytes"] == max(document["sampling"]["checkpoint_peaks"]["measured_end"])
     assert document["versions"]["child_torch_cuda"]
 
 

@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         host_interval_s=args.host_interval,
         device_uuids=devices,
         pass_output=True,
+        scrub_env=False,  # the user's own command, in the user's own environment
         conditions={"tool": "vramplan-measure"},
     )
     with _ProgressLine(enabled=sys.stderr.isatty() and not args.quiet) as line:

@@ -33,11 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from .report import MAX_LINE_BYTES, QUALITY_PATH_ENV, REPORT_FD_ENV
 from .sampling import MemorySampler, SamplingResult
 
 SCHEMA_ID = "vramplan-measurement/1"
-EXIT_OOM = 3  # what the synthetic workload and the vLLM program exit with when memory ran out
 
 #: Environment a child may see (exact names, then prefixes). Everything else is dropped.
 ENV_ALLOWED = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM", "PYTHONPATH",
@@ -54,6 +55,8 @@ OOM_PATTERNS = re.compile(
     rb"No available memory for the cache blocks|cudaErrorMemoryAllocation)"
 )
 KILL_GRACE_S = 5.0
+MEASURED_END = "measured_end"  # a child's checkpoint: the device peak is taken up to it
+MAX_CHECKPOINTS = 32  # a child's named instants kept; more are ignored
 STDERR_TAIL_BYTES = 8192
 
 ProgressCallback = Callable[[str, float], None]
@@ -74,12 +77,48 @@ def scrubbed_environment(
     return env
 
 
+# Resolved once, before any fork: the child only calls it (no dlopen, no allocation after fork).
+try:
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux: no PR_SET_PDEATHSIG, no subreaper
+    _PRCTL = None
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 4, 36
+
+
 def _die_with_parent() -> None:
-    """In the child, before exec: a new session (own process group), and SIGKILL when the parent dies."""
-    os.setsid()
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: a SIGKILLed worker takes its child along
+    """In the child, before exec: SIGKILL when the parent (the worker) dies, so no job outlives its worker."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _guard_parent() -> None:
+    """In the parent: not dumpable (a same-user child cannot read its /proc/<pid>/environ or attach to it),
+    and a subreaper (grandchildren that leave the process group with setsid are re-parented here, where
+    the end of the run finds and kills them)."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_DUMPABLE, 0)
+        _PRCTL(PR_SET_CHILD_SUBREAPER, 1)
+
+
+class _OutputTail(threading.Thread):
+    """Drains the child's stdout and stderr: keeps the last bytes (for errors and OOM detection), and
+    passes everything through to our stderr when asked. Nothing is written to disk, so a chatty child
+    cannot fill it."""
+
+    def __init__(self, fd: int, pass_through: bool) -> None:
+        super().__init__(name="child-output", daemon=True)
+        self.fd, self.pass_through = fd, pass_through
+        self.tail = bytearray()
+
+    def run(self) -> None:
+        with os.fdopen(self.fd, "rb", buffering=0) as stream:
+            while chunk := stream.read(65536):
+                if self.pass_through:
+                    with contextlib.suppress(OSError, ValueError):
+                        sys.stderr.buffer.write(chunk)
+                        sys.stderr.buffer.flush()
+                self.tail += chunk
+                del self.tail[:-STDERR_TAIL_BYTES]
 
 
 @dataclass
@@ -89,6 +128,7 @@ class _ChildReports:
     result: dict[str, Any] | None = None
     last_phase: str | None = None
     bad_lines: int = 0
+    checkpoints: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -102,6 +142,8 @@ class RunOptions:
     device_uuids: Sequence[str] | None = None
     cwd: str | None = None
     pass_output: bool = False  # the CLI passes the child's output through (to stderr); jobs keep a tail
+    scrub_env: bool = True  # jobs: the allowlist; the CLI runs the user's own command in the user's environment
+    user: str | None = None  # run the child as this user (a node's unprivileged job account), when root
     conditions: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -112,22 +154,30 @@ def run_measured(
     should_cancel: CancelCheck | None = None,
     cancel_poll_s: float = 1.0,
 ) -> dict[str, Any]:
-    """Run ``options.argv`` to its end under sampling; return the measurement document (a JSON-ready dict)."""
+    """Run ``options.argv`` to its end under sampling; return the measurement document (a JSON-ready dict).
+
+    Whatever happens in the parent (a failed cancel check, Ctrl-C), the child's process group is killed
+    and the sampler stopped before this returns or raises.
+    """
     run_id = uuid.uuid4().hex
     reports = _ChildReports()
-    read_fd, write_fd = os.pipe()
+    _guard_parent()
     quality_dir = tempfile.mkdtemp(prefix="vramplan-run-")
     quality_path = Path(quality_dir) / "quality.json"
-    env = scrubbed_environment(
-        extra={**options.extra_env, REPORT_FD_ENV: str(write_fd), QUALITY_PATH_ENV: str(quality_path)}
-    )
+    report_read, report_write = os.pipe()
+    output_read, output_write = os.pipe()
+    extra = {**options.extra_env, REPORT_FD_ENV: str(report_write), QUALITY_PATH_ENV: str(quality_path)}
+    env = scrubbed_environment(extra=extra) if options.scrub_env else {**os.environ, **extra}
+    if options.user:
+        os.chown(quality_dir, *_uid_gid(options.user))
     sampler = MemorySampler(
         interval_s=options.interval_s, host_interval_s=options.host_interval_s, device_uuids=options.device_uuids
     )
     sampler.start()
-    output = sys.stderr.buffer if options.pass_output else tempfile.TemporaryFile()  # noqa: SIM115 - closed below
     started = time.monotonic()
     ended_by: str | None = None
+    process: subprocess.Popen[bytes] | None = None
+    threads: list[threading.Thread] = []
     try:
         try:
             process = subprocess.Popen(
@@ -135,60 +185,69 @@ def run_measured(
                 env=env,
                 cwd=options.cwd,
                 stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=output if not options.pass_output else None,
-                pass_fds=(write_fd,),
+                stdout=output_write,
+                stderr=output_write,
+                pass_fds=(report_write,),
+                start_new_session=True,  # its own session and process group: killpg reaches all of it
                 preexec_fn=_die_with_parent,
+                user=options.user,
             )
-        except OSError as exc:
-            os.close(write_fd)
-            os.close(read_fd)
-            sampling = sampler.stop()
-            return _document(run_id, options, "failed", None, None, 0.0, sampling, reports, None,
+        except (OSError, ValueError, KeyError) as exc:
+            for fd in (report_read, report_write, output_read, output_write):
+                os.close(fd)
+            return _document(run_id, options, "failed", None, None, 0.0, sampler.stop(), reports, None,
                              f"could not start {options.argv[0]!r}: {exc}")  # fmt: skip
-        os.close(write_fd)
+        os.close(report_write)
+        os.close(output_write)
         sampler.set_root_pid(process.pid)
+        output = _OutputTail(output_read, options.pass_output)
         reader = threading.Thread(
-            target=_read_reports, args=(read_fd, reports, sampler, on_progress), name="child-reports", daemon=True
+            target=_read_reports, args=(report_read, reports, sampler, on_progress), name="child-reports", daemon=True
         )
-        reader.start()
+        threads = [output, reader]
+        for thread in threads:
+            thread.start()
         next_cancel_check = started + cancel_poll_s
-        while True:
-            try:
-                process.wait(timeout=0.1)
-                break
-            except subprocess.TimeoutExpired:
-                pass
+        while process.poll() is None:
+            time.sleep(0.05)
             now = time.monotonic()
             if options.time_limit_s is not None and now - started > options.time_limit_s:
                 ended_by = "timeout"
-                _kill_group(process)
                 break
             if should_cancel is not None and now >= next_cancel_check:
                 next_cancel_check = now + cancel_poll_s
                 if should_cancel():
                     ended_by = "cancelled"
-                    _kill_group(process)
                     break
+        if ended_by is not None:
+            _kill_group(process)
         duration = time.monotonic() - started
-        _kill_leftovers(process.pid)  # grandchildren that outlived the child belong to the run too
-        reader.join(timeout=5)
-        sampling = sampler.stop()
-        tail = _tail(output) if not options.pass_output else b""
-        outcome = _outcome(process.returncode, ended_by, reports.result, tail)
-        program_report = _read_json(quality_path)
-        error = None
-        if outcome != "succeeded":
-            error = tail.decode(errors="replace")[-STDERR_TAIL_BYTES:] or None
-        return _document(run_id, options, outcome, process.returncode, program_report, duration, sampling, reports,
-                         ended_by, error)  # fmt: skip
     finally:
-        if not options.pass_output:
-            output.close()
+        if process is not None:
+            if process.poll() is None:  # the parent failed mid-run: the child must not outlive it
+                _kill_group(process)
+            _kill_leftovers(process.pid, started)
+        for thread in threads:
+            thread.join(timeout=5)
+        sampling = sampler.stop()
+        program_report = _read_json(quality_path)
         with contextlib.suppress(OSError):
             quality_path.unlink()
         with contextlib.suppress(OSError):
             os.rmdir(quality_dir)
+    assert process is not None
+    tail = bytes(output.tail)
+    outcome = _outcome(process.returncode, ended_by, reports.result, program_report, tail)
+    error = tail.decode(errors="replace") or None if outcome != "succeeded" else None
+    return _document(run_id, options, outcome, process.returncode, program_report, duration, sampling, reports,
+                     ended_by, error)  # fmt: skip
+
+
+def _uid_gid(user: str) -> tuple[int, int]:
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    return entry.pw_uid, entry.pw_gid
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
@@ -203,21 +262,31 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def _kill_leftovers(pgid: int) -> None:
+def _kill_leftovers(pgid: int, started_monotonic: float) -> None:
+    """Kill what the run left behind: its process group, and descendants that left the group (setsid) and
+    were re-parented to this subreaper, if they were created after the run started."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+    run_started = time.time() - (time.monotonic() - started_monotonic)
+    with contextlib.suppress(psutil.Error):
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if child.create_time() >= run_started - 1 and child.pid != os.getpid():
+                    child.kill()
 
 
 def _read_reports(
     fd: int, reports: _ChildReports, sampler: MemorySampler, on_progress: ProgressCallback | None
 ) -> None:
     with os.fdopen(fd, "rb") as stream:
-        for raw in stream:
-            if len(raw) > MAX_LINE_BYTES:
+        while raw := stream.readline(MAX_LINE_BYTES + 1):
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
                 reports.bad_lines += 1
+                while (rest := stream.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                    pass  # the rest of an oversized line is read in bounded pieces and dropped
                 continue
             try:
-                message = json.loads(raw)
+                message = json.loads(raw, parse_constant=_no_constant)
             except ValueError:
                 reports.bad_lines += 1
                 continue
@@ -232,37 +301,42 @@ def _read_reports(
                     with contextlib.suppress(Exception):  # a failed progress write must not stop the run
                         on_progress(reports.last_phase, float(percent))
             elif kind == "checkpoint" and isinstance(message.get("name"), str):
-                sampler.mark(message["name"][:64])
+                if len(reports.checkpoints) < MAX_CHECKPOINTS:
+                    name = message["name"][:64]
+                    reports.checkpoints.add(name)
+                    sampler.mark(name)
             elif kind == "result":
                 with reports.lock:
                     reports.result = message
 
 
-def _tail(output: Any) -> bytes:
-    output.seek(0, os.SEEK_END)
-    size = output.tell()
-    output.seek(max(0, size - STDERR_TAIL_BYTES))
-    return output.read()
+def _no_constant(name: str) -> None:
+    """NaN and Infinity are not JSON: a child that sends them sends nothing for that message."""
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         if path.stat().st_size > 1_000_000:
             return {"error": "the program's result file is larger than 1 MB and was not read"}
-        value = json.loads(path.read_text())
+        value = json.loads(path.read_text(), parse_constant=_no_constant)
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else {"value": value}
 
 
-def _outcome(returncode: int, ended_by: str | None, result: dict[str, Any] | None, tail: bytes) -> str:
+def _outcome(
+    returncode: int, ended_by: str | None, result: dict[str, Any] | None, program: dict[str, Any] | None, tail: bytes
+) -> str:
+    """How the run ended. "oom" only on evidence: the child said so (its result or its program report), or
+    its last output is an out-of-memory error; an exit status alone proves nothing for an arbitrary command."""
     if ended_by is not None:
         return ended_by
-    if (result or {}).get("oom") is True:
+    if (result or {}).get("oom") is True or (program or {}).get("oom") is True:
         return "oom"
     if returncode == 0:
         return "succeeded"
-    if returncode == EXIT_OOM or OOM_PATTERNS.search(tail):
+    if OOM_PATTERNS.search(tail):
         return "oom"
     if returncode < 0:
         return "signalled"
@@ -331,6 +405,9 @@ def _peaks(
 ) -> tuple[dict[str, int | None], dict[str, str]]:
     reasons: dict[str, str] = {}
     device = sampled.get("device_used_peak_bytes")
+    window = [v for v in (sampled.get("checkpoint_peaks") or {}).get(MEASURED_END, []) if v is not None]
+    if window:  # the child ended its measured window there; what followed (a quality reference) is not the workload
+        device = max(window)
     if device is None:
         reasons["device_used_bytes"] = sampled.get("device_reason") or "NVML gave no device reading"
     host = sampled.get("host_rss_peak_bytes")

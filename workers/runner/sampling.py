@@ -178,6 +178,7 @@ class SamplingResult:
     device_error: str | None  # the first failure, as text
     devices: tuple[DeviceReading, ...]
     checkpoints: Mapping[str, list[int | None]]  # mark() name → used bytes per device, in ``devices`` order
+    checkpoint_peaks: Mapping[str, list[int | None]]  # mark() name → each device's peak until then, bytes
     host_samples: int
     host_max_gap_s: float | None
     host_rss_peak_bytes: int | None
@@ -230,6 +231,7 @@ class SamplingResult:
             "device_error": self.device_error,
             "devices": [d.as_dict() for d in self.devices],
             "checkpoints": {name: list(values) for name, values in self.checkpoints.items()},
+            "checkpoint_peaks": {name: list(values) for name, values in self.checkpoint_peaks.items()},
             "busiest_device_index": busiest.index if busiest is not None else None,
             "device_used_peak_bytes": self.device_used_peak_bytes,
             "device_used_peak_delta_bytes": self.device_used_peak_delta_bytes,
@@ -314,6 +316,7 @@ class MemorySampler:
         self._root_pid: int | None = None
         self._pids_seen: set[int] = set()
         self._checkpoints: dict[str, list[int | None]] = {}
+        self._checkpoint_peaks: dict[str, list[int | None]] = {}
         self._polls = 0
         self._errors = 0
         self._first_error: str | None = None
@@ -361,6 +364,8 @@ class MemorySampler:
             present = [r for r in readings if r is not None]
             self._timeline.add(at - self._started_at, max(present) if present else None, None)
             self._checkpoints[name] = readings
+            # The peak so far: a child may end its measured window here and do unmeasured work after it.
+            self._checkpoint_peaks[name] = [device.peak for device in self._devices]
 
     def stop(self) -> SamplingResult:
         """Stop sampling, take a final reading, read the accounting high-water marks, close NVML."""
@@ -674,6 +679,7 @@ class MemorySampler:
                 device_error=self._first_error,
                 devices=tuple(readings),
                 checkpoints=dict(self._checkpoints),
+                checkpoint_peaks=dict(self._checkpoint_peaks),
                 host_samples=self._host_samples,
                 host_max_gap_s=_round(self._host_max_gap),
                 host_rss_peak_bytes=self._host_peak,

@@ -76,6 +76,7 @@ FINAL_SOFTCAP = 30.0
 ATTN_SOFTCAP = 50.0
 PROGRESS_MIN_INTERVAL_S = 0.5
 PROGRESS_MIN_STEP = 5.0
+MEASURED_END_SETTLE_S = 0.05  # lets the parent read NVML at measured_end before the quality model exists
 
 ALLOC_CONF_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 
@@ -1232,6 +1233,12 @@ def execute(plan: Plan, tracker_factory: Any = None) -> tuple[dict[str, Any], in
         result.update(oom_message=oom[0], phase=oom[1], oom_detail=oom[2])
         quality, quality_reason = None, "the run did not complete (out of memory)"
     else:
+        # The measured window ends here: the parent keeps the device peak until this checkpoint, so the
+        # fp32 reference model built for the quality comparison never counts as the workload's memory.
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        checkpoint("measured_end")
+        time.sleep(MEASURED_END_SETTLE_S)
         quality, quality_reason = run.quality()
     result.update(
         framework=tracker.framework(oom=oom is not None),
