@@ -12,8 +12,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-#: Measurement views, best evidence of device memory first.
-VIEWS = ("device_used", "framework_reserved", "framework_allocated", "host_rss")
+#: Measurement views, best evidence of device memory first. ``vllm_need`` (when a vLLM program ran) is
+#: what vLLM's own startup report says the workload needs; the device view of a vLLM run is the pool it
+#: preallocates (gpu_memory_utilization × total), which says nothing about the workload.
+VIEWS = ("vllm_need", "device_used", "framework_reserved", "framework_allocated", "host_rss")
+#: On a node without a GPU the "device" is host memory: the process tree's RSS is what must fit.
+HOST_VIEWS = ("host_rss", "framework_allocated")
 
 #: The run outcomes the runner reports (``workers.runner.execute``).
 OUTCOME_SUCCEEDED = "succeeded"
@@ -67,9 +71,9 @@ class Decision:
         return asdict(self)
 
 
-def peak_view(peaks: Mapping[str, int | None]) -> tuple[str | None, int | None]:
+def peak_view(peaks: Mapping[str, int | None], order: tuple[str, ...] = VIEWS) -> tuple[str | None, int | None]:
     """The best available view and its peak bytes (see the module docstring for the order)."""
-    for view in VIEWS:
+    for view in order:
         value = peaks.get(view)
         if value is not None:
             return view, int(value)
@@ -99,9 +103,13 @@ def decide(
     ms_per_output_token: float | None = None,
     budget: Mapping[str, Any] | None = None,
     oom_phase: str | None = None,
+    host_only: bool = False,
 ) -> Decision:
-    """Accept, reject, or leave undecided (a run that failed for reasons other than memory decides nothing)."""
-    view, peak = peak_view(peaks)
+    """Accept, reject, or leave undecided (a run that failed for reasons other than memory decides nothing).
+
+    ``host_only``: the node has no GPU, so host memory is what must fit (RSS first).
+    """
+    view, peak = peak_view(peaks, HOST_VIEWS if host_only else VIEWS)
     component = _largest_component(budget)
     base = {
         "view": view,
@@ -178,13 +186,20 @@ def decide(
             component=None,
             **base,
         )
-    latency = ""
-    if target is not None:
-        latency = (
-            f"; {ms_per_output_token:.2f} ms per output token meets {target:g} ms"
-            if ms_per_output_token is not None
-            else f"; the latency target of {target:g} ms was not measured by this run"
+    if target is not None and ms_per_output_token is None:
+        return Decision(
+            verdict="undecided",
+            sentence=(
+                f"Not decided: memory fits with {fraction:.1%} headroom, but this run did not measure the latency "
+                f"target of {target:g} ms per output token; run a job that generates tokens."
+            ),
+            margin_bytes=margin,
+            margin_fraction=fraction,
+            broken_by=None,
+            component=None,
+            **base,
         )
+    latency = f"; {ms_per_output_token:.2f} ms per output token meets {target:g} ms" if target is not None else ""
     return Decision(
         verdict="accepted",
         sentence=(
@@ -244,3 +259,26 @@ def view_ratios(peaks: Mapping[str, int | None], budget: Mapping[str, Any] | Non
             "basis": basis,
         }
     return out
+
+
+def vllm_need(program_report: Mapping[str, Any] | None, needed_tokens: int) -> tuple[int | None, str | None]:
+    """What a vLLM run needs of the device for ``needed_tokens`` of KV cache, from vLLM's own startup report.
+
+    weights + activation peak + non-torch memory + CUDA graphs + the tokens' share of the KV pool (the pool's
+    bytes per token). (None, why) when the report lacks a figure. Returns a negative "need" never: the
+    parts are sizes. ``needed_tokens`` is the asked concurrency × the longest request.
+    """
+    if not program_report or program_report.get("engine") != "vllm":
+        return None, None
+    report = program_report.get("engine_report") or {}
+    parts = {name: report.get(name) for name in ("weights_bytes", "kv_cache_bytes", "kv_cache_tokens")}
+    missing = [name for name, value in parts.items() if not isinstance(value, int) or value <= 0]
+    if missing:
+        return None, f"vLLM's startup report lacks {', '.join(missing)}"
+    per_token = parts["kv_cache_bytes"] / parts["kv_cache_tokens"]
+    extra = sum(
+        value
+        for value in (report.get(k) for k in ("activation_peak_bytes", "non_torch_bytes", "cuda_graph_bytes"))
+        if isinstance(value, int) and value > 0
+    )
+    return int(parts["weights_bytes"] + extra + needed_tokens * per_token), None

@@ -110,6 +110,14 @@ class MeasurementDocument(_Strict):
                     raise ValueError(f"timeline figures are bytes, 0 to {MAX_BYTES}")
         return value
 
+    @field_validator("timing")
+    @classmethod
+    def _latency(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        latency = (value or {}).get("ms_per_output_token")
+        if latency is not None and (isinstance(latency, bool) or not isinstance(latency, int | float) or latency <= 0):
+            raise ValueError("timing.ms_per_output_token is a positive number of milliseconds, or null")
+        return value
+
     @property
     def ms_per_output_token(self) -> float | None:
         value = (self.timing or {}).get("ms_per_output_token")

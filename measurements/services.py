@@ -257,7 +257,7 @@ def acceptance_jobs_dispatch(*, now: datetime | None = None) -> int:
             ).values_list("node_id", flat=True)
         )
         for job in waiting:
-            node = next((n for n in live_nodes(job.order.configuration, now=now) if n.pk not in busy), None)
+            node = _free_node(job.order.configuration, busy, now)
             if node is None:
                 continue
             busy.add(node.pk)
@@ -267,6 +267,20 @@ def acceptance_jobs_dispatch(*, now: datetime | None = None) -> int:
             transaction.on_commit(partial(_send, job.pk, node.name))
             sent += 1
     return sent
+
+
+def _free_node(configuration: Configuration, busy: set[int], now: datetime) -> Node | None:
+    """A live node of ``configuration`` with no job, locked for this transaction: two dispatchers running at
+    once cannot both give it a job (the second waits for the lock, then sees the first one's job)."""
+    for candidate in live_nodes(configuration, now=now).exclude(pk__in=busy):
+        node = Node.objects.select_for_update(skip_locked=True).filter(pk=candidate.pk).first()
+        if node is None:
+            continue
+        taken = AcceptanceJob.objects.filter(node=node).filter(Q(status=JobStatus.RUNNING) | Q(status=JobStatus.QUEUED))
+        if not taken.exists():
+            return node
+        busy.add(node.pk)
+    return None
 
 
 @dataclass(frozen=True)
@@ -329,10 +343,16 @@ def acceptance_job_claim(job_id: int, node_name: str) -> ClaimedJob | None:
         )
 
 
-def acceptance_job_progress(job_id: int, node_name: str, phase: str, percent: float) -> bool:
+def _this_run(job_id: int, node_name: str, attempt: int):  # type: ignore[no-untyped-def]
+    """The job row while it is still this run's: running, on this node, at this attempt (a job reaped and
+    claimed again, even on the same node, is another run's)."""
+    return AcceptanceJob.objects.filter(pk=job_id, status=JobStatus.RUNNING, node__name=node_name, attempt=attempt)
+
+
+def acceptance_job_progress(job_id: int, node_name: str, attempt: int, phase: str, percent: float) -> bool:
     """Record progress (and the node's heartbeat); True when the job should stop (cancelled or taken away)."""
     now = timezone.now()
-    updated = AcceptanceJob.objects.filter(pk=job_id, status=JobStatus.RUNNING, node__name=node_name).update(
+    updated = _this_run(job_id, node_name, attempt).update(
         progress_phase=phase[:32], progress_percent=max(0.0, min(100.0, float(percent))), heartbeat_at=now
     )
     Node.objects.filter(name=node_name).update(last_heartbeat_at=now)
@@ -349,23 +369,34 @@ def _job_end(job: AcceptanceJob, status: str, failure_kind: str, error: str, now
     job.save(update_fields=["status", "failure_kind", "error", "finished_at"])
 
 
-def acceptance_job_finish(job_id: int, node_name: str, document: dict[str, Any]) -> Measurement | None:
-    """Store a finished run's measurement and end the job; None when this run no longer owns the job."""
+def acceptance_job_finish(job_id: int, node_name: str, attempt: int, document: dict[str, Any]) -> Measurement | None:
+    """Store a finished run's measurement and end the job; None when this run no longer owns the job.
+
+    A document that does not validate ends the job ``error`` with the fields that were wrong (it is not
+    re-run: the same program would produce the same document).
+    """
     with transaction.atomic():
         job = (
-            AcceptanceJob.objects.select_for_update(of=("self",))
+            _this_run(job_id, node_name, attempt)
+            .select_for_update(of=("self",))
             .select_related("order", "node")
-            .filter(pk=job_id, status=JobStatus.RUNNING, node__name=node_name)
             .first()
         )
         if job is None:
-            logger.warning("job %s finished on %s but is no longer running there; result discarded", job_id, node_name)
+            logger.warning("job %s attempt %s finished on %s but is no longer this run's; result discarded",
+                           job_id, attempt, node_name)  # fmt: skip
             return None
-        parsed = MeasurementDocument.model_validate(document)
+        try:
+            parsed = MeasurementDocument.model_validate(document)
+        except ValidationError as exc:
+            fields = "; ".join(f"{k}: {', '.join(v)}" for k, v in validation_message(exc).items())
+            _job_end(job, JobStatus.FAILED, FailureKind.ERROR, f"the run's measurement is not valid: {fields}",
+                     timezone.now())  # fmt: skip
+            return None
         measurement, _ = measurement_record(job.order, parsed, source=MeasurementSource.JOB, job=job, node=job.node)
         outcome = parsed.outcome
-        if outcome == "succeeded":
-            _job_end(job, JobStatus.SUCCEEDED, "", "", timezone.now())
+        if outcome == "succeeded":  # a note from an earlier, interrupted attempt stays as the job's history
+            _job_end(job, JobStatus.SUCCEEDED, "", job.error, timezone.now())
         else:
             status = JobStatus.CANCELLED if outcome == "cancelled" else JobStatus.FAILED
             _job_end(job, status, OUTCOME_FAILURE_KIND[outcome], _failure_text(parsed), timezone.now())
@@ -386,14 +417,10 @@ def _failure_text(document: MeasurementDocument) -> str:
     return "; ".join(parts)
 
 
-def acceptance_job_fail(job_id: int, node_name: str, error: str) -> None:
+def acceptance_job_fail(job_id: int, node_name: str, attempt: int, error: str) -> None:
     """End a running job as ``error`` when the worker itself failed (not the measured program)."""
     with transaction.atomic():
-        job = (
-            AcceptanceJob.objects.select_for_update()
-            .filter(pk=job_id, status=JobStatus.RUNNING, node__name=node_name)
-            .first()
-        )
+        job = _this_run(job_id, node_name, attempt).select_for_update().first()
         if job is not None:
             _job_end(job, JobStatus.FAILED, FailureKind.ERROR, error, timezone.now())
     acceptance_jobs_dispatch()
@@ -431,6 +458,9 @@ def acceptance_jobs_reap(*, now: datetime | None = None, stale_s: float | None =
             .filter(status=JobStatus.RUNNING, heartbeat_at__lt=cutoff)
         )
         for job in stale:
+            if job.cancel_requested:  # its worker died before it could stop it: it is stopped now
+                _job_end(job, JobStatus.CANCELLED, FailureKind.CANCELLED, "Cancelled; its node went silent.", now)
+                continue
             where = job.node.name if job.node else "its node"
             since = f"{job.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC"
             note = f"attempt {job.attempt}: {where} went silent (no progress since {since})"
@@ -497,10 +527,16 @@ def measurement_record(
 
 def order_decide(order: Order, measurement: Measurement, document: MeasurementDocument) -> None:
     """Decide an open order from a measurement (a confirmed or cancelled order keeps its decision)."""
+    peaks = dict(measurement.peaks)
+    need, why = acceptance.vllm_need(document.program_report, _needed_kv_tokens(order))
+    if need is not None:
+        peaks["vllm_need"] = need
+    node = measurement.node
     decision = acceptance.decide(
         outcome=document.outcome,
-        peaks=measurement.peaks,
-        usable_memory_bytes=node_usable_memory_bytes(measurement.node, order.configuration),
+        peaks=peaks,
+        host_only=order.configuration.kind == "cpu" or (node is not None and node.device_count == 0),
+        usable_memory_bytes=node_usable_memory_bytes(node, order.configuration),
         criteria=acceptance.Criteria(order.min_headroom_fraction, order.max_ms_per_output_token),
         ms_per_output_token=document.ms_per_output_token,
         budget=order.budget,
@@ -511,10 +547,13 @@ def order_decide(order: Order, measurement: Measurement, document: MeasurementDo
         if locked.status in (OrderStatus.CONFIRMED, OrderStatus.CANCELLED):
             return
         record = {**decision.as_dict(), "measurement": measurement.pk}
+        if why:
+            record["vllm_need_unavailable"] = why
         if decision.verdict == "undecided":
-            locked.decision = record
-            locked.save(update_fields=["decision", "updated_at"])
-            order.decision = record
+            if locked.decided_by_id is None:  # an earlier verdict stands; an undecided run does not erase it
+                locked.decision = record
+                locked.save(update_fields=["decision", "updated_at"])
+                order.decision = record
             return
         if locked.status == OrderStatus.DRAFT:  # an upload on a draft order: it is being accepted now
             acceptance.check_transition(locked.status, OrderStatus.ACCEPTANCE_PENDING)
@@ -527,6 +566,13 @@ def order_decide(order: Order, measurement: Measurement, document: MeasurementDo
         locked.decided_at = timezone.now()
         locked.save(update_fields=["status", "decision", "decided_by", "decided_at", "updated_at"])
     order.status, order.decision = locked.status, record
+
+
+def _needed_kv_tokens(order: Order) -> int:
+    """KV tokens the workload holds at once: concurrent sessions × the longest request (inference)."""
+    inference = (order.workload.description or {}).get("inference") or {}
+    sessions = int(inference.get("concurrent_sessions") or 1)
+    return sessions * (int(inference.get("max_input_tokens") or 0) + int(inference.get("max_output_tokens") or 0))
 
 
 def validation_message(exc: ValidationError) -> dict[str, list[str]]:

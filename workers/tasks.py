@@ -119,9 +119,10 @@ def acceptance_job_run(job_id: int) -> str:
         document = agent.acceptance_job_execute(claimed, node_name)
     except Exception as exc:  # the worker failed, not the measured program: end the job, say why
         logger.exception("acceptance job %s failed in the worker", job_id)
-        measurement_services.acceptance_job_fail(job_id, node_name, f"worker error: {type(exc).__name__}: {exc}")
+        error = f"worker error: {type(exc).__name__}: {exc}"
+        measurement_services.acceptance_job_fail(job_id, node_name, claimed.attempt, error)
         return "error"
-    measurement_services.acceptance_job_finish(job_id, node_name, document)
+    measurement_services.acceptance_job_finish(job_id, node_name, claimed.attempt, document)
     return document["outcome"]
 
 

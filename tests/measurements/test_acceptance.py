@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from measurements.acceptance import Criteria, TransitionError, check_transition, decide, view_ratios
+from measurements.acceptance import Criteria, TransitionError, check_transition, decide, view_ratios, vllm_need
 
 GIB = 2**30
 USABLE = 80 * GIB
@@ -85,3 +85,44 @@ def test_order_transitions_follow_the_table() -> None:
         check_transition("draft", "confirmed")
     with pytest.raises(TransitionError, match="it is final"):
         check_transition("confirmed", "cancelled")
+
+
+def test_an_unmeasured_latency_target_leaves_the_order_undecided() -> None:
+    decision = decide(outcome="succeeded", peaks={"device_used": 40 * GIB}, usable_memory_bytes=USABLE,
+                      criteria=CRITERIA)  # fmt: skip
+    assert decision.verdict == "undecided" and "did not measure the latency target" in decision.sentence
+
+
+def test_a_node_without_gpu_is_judged_on_host_rss() -> None:
+    peaks = {"framework_allocated": GIB, "host_rss": 20 * GIB}
+    decision = decide(outcome="succeeded", peaks=peaks, usable_memory_bytes=21 * GIB, host_only=True,
+                      criteria=Criteria(0.10, None))  # fmt: skip
+    assert (decision.view, decision.verdict) == ("host_rss", "rejected")
+
+
+# vLLM 0.10.1 on an H100 (vllm-project/vllm#23278 as parsed by workers/runner/vllm_log.py): the device view
+# is the pool vLLM preallocates; what the workload needs comes from the report.
+VLLM_REPORT = {
+    "engine": "vllm",
+    "engine_report": {
+        "weights_bytes": 15 * GIB,
+        "activation_peak_bytes": 2 * GIB,
+        "non_torch_bytes": GIB // 2,
+        "kv_cache_bytes": 50 * GIB,
+        "kv_cache_tokens": 409_600,
+    },
+}
+
+
+def test_vllm_is_judged_on_what_its_report_says_the_workload_needs_not_its_preallocated_pool() -> None:
+    need, why = vllm_need(VLLM_REPORT, needed_tokens=32 * 8192)
+    per_token = 50 * GIB / 409_600
+    assert why is None and need == int(15 * GIB + 2 * GIB + GIB // 2 + 32 * 8192 * per_token)
+    decision = decide(outcome="succeeded", peaks={"vllm_need": need, "device_used": 72 * GIB},
+                      usable_memory_bytes=USABLE, criteria=Criteria(0.10, None))  # fmt: skip
+    assert (decision.view, decision.verdict) == ("vllm_need", "accepted")
+    too_many, _ = vllm_need(VLLM_REPORT, needed_tokens=10 * 409_600)
+    assert decide(outcome="succeeded", peaks={"vllm_need": too_many}, usable_memory_bytes=USABLE,
+                  criteria=Criteria(0.10, None)).broken_by == "headroom"  # fmt: skip
+    assert vllm_need({"engine": "vllm", "engine_report": {}}, 10)[1].startswith("vLLM's startup report lacks")
+    assert vllm_need({"engine": "other"}, 10) == (None, None)

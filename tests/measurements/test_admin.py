@@ -26,10 +26,11 @@ def measured(api):  # type: ignore[no-untyped-def]
                      format="json").json()  # fmt: skip
     job = AcceptanceJob.objects.get(pk=api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {},
                                                 format="json").json()["id"])  # fmt: skip
-    assert services.acceptance_job_claim(job.pk, node.name) is not None
+    claimed = services.acceptance_job_claim(job.pk, node.name)
+    assert claimed is not None
     document = measurement_document(peaks={"framework_allocated_bytes": 3 * 2**20, "host_rss_bytes": 400 * 2**20,
                                            "reasons": {"device_used_bytes": "no NVML <here>"}})  # fmt: skip
-    measurement = services.acceptance_job_finish(job.pk, node.name, document)
+    measurement = services.acceptance_job_finish(job.pk, node.name, claimed.attempt, document)
     assert measurement is not None
     return measurement
 

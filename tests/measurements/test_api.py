@@ -89,8 +89,9 @@ def test_an_upload_with_the_order_token_decides_the_order_and_a_repeat_stores_no
     ratios = first.json()["ratios"]
     assert ratios["framework_allocated"]["estimated_bytes"] == order["budget_peak_bytes"]
     decided = api.get(f"/api/v1/orders/{order['id']}/").json()
-    assert decided["status"] == "accepted"  # 2 GiB framework peak of a 24 GiB CPU configuration
-    assert decided["decision"]["view"] == "framework_allocated"
+    assert decided["status"] == "accepted"  # 3 GiB of a 24 GiB CPU configuration
+    assert decided["decision"]["view"] == "host_rss"  # no GPU: the process tree's RSS is what must fit in RAM
+    assert decided["decision"]["measured_peak_bytes"] == 3 * 2**30
     assert decided["decision"]["sentence"].startswith("Accepted")
 
 
@@ -149,3 +150,20 @@ def test_the_shipped_vllm_program_fills_in_from_a_vllm_workload(api) -> None:  #
     assert argv[argv.index("--max-num-seqs") + 1] == "32"
     assert argv[argv.index("--model") + 1] == "meta-llama/Llama-3.1-8B"
     assert argv[argv.index("--dtype") + 1] == "bfloat16"
+
+
+def test_a_later_run_that_decides_nothing_keeps_the_earlier_verdict(api, order) -> None:  # type: ignore[no-untyped-def]
+    url = f"/api/v1/orders/{order['id']}/measurements/"
+    accepted = measurement_document(peaks={"host_rss_bytes": 2**30, "reasons": {}})
+    api.post(url, accepted, format="json")
+    api.post(url, measurement_document(outcome="failed", exit_code=1, peaks={"reasons": {}}), format="json")
+    decided = api.get(f"/api/v1/orders/{order['id']}/").json()
+    assert decided["status"] == "accepted"
+    assert decided["decision"]["sentence"].startswith("Accepted")
+    assert Measurement.objects.count() == 2
+
+
+def test_a_negative_latency_is_a_400(api, order) -> None:  # type: ignore[no-untyped-def]
+    bad = measurement_document(timing={"ms_per_output_token": -1})
+    response = api.post(f"/api/v1/orders/{order['id']}/measurements/", bad, format="json")
+    assert response.status_code == 400 and "timing" in response.json()

@@ -91,12 +91,16 @@ def test_an_acceptance_job_through_the_api_measures_and_decides_the_order(start_
         "NVML" in measurement["reasons"]["device_used_bytes"] or "nvml" in measurement["reasons"]["device_used_bytes"]
     )
     ratio = measurement["ratios"]["framework_allocated"]
-    assert ratio["estimated_bytes"] == order["budget_peak_bytes"]
-    assert ratio["ratio"] == pytest.approx(ratio["measured_bytes"] / ratio["estimated_bytes"], rel=1e-3)
+    assert ratio["estimated_bytes"] == order["budget_peak_bytes"]  # the budget the order was placed with
+    assert ratio["measured_bytes"] == measurement["peaks"]["framework_allocated"]
+    assert 0.5 < ratio["ratio"] < 2.0  # the engine's CPU budget and the synthetic run agree to a factor of 2
     decided = api.get(f"/api/v1/orders/{order['id']}/").json()
-    assert decided["status"] in {"accepted", "rejected"}
+    # A few hundred MB of RSS on a node with this machine's RAM: accepted, judged on the host view.
+    assert decided["status"] == "accepted", decided["decision"]
+    assert decided["decision"]["view"] == "host_rss"
+    assert decided["decision"]["measured_peak_bytes"] == measurement["peaks"]["host_rss"]
+    assert decided["decision"]["usable_memory_bytes"] == psutil.virtual_memory().total
     assert decided["decision"]["measurement"] == measurement["id"]
-    assert decided["decision"]["sentence"]
     assert measurement["document"]["versions"]["packages"]["torch"]
 
 
@@ -123,7 +127,7 @@ def test_a_worker_killed_mid_job_leaves_the_job_to_the_nodes_next_worker(start_w
     job = _wait_job(api, job_id, {"succeeded", "failed"}, worker=restarted)
     assert job["status"] == "succeeded", (job["error"], restarted.log())
     assert job["attempt"] == 2
-    assert "went silent" in job["error"] or job["error"] == ""
+    assert f"{worker.node_name} went silent" in job["error"]  # the first attempt's fate stays on the job
     assert Measurement.objects.filter(order_id=order["id"]).count() == 1
 
 

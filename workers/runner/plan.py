@@ -33,7 +33,9 @@ PLACEHOLDERS: dict[str, str] = {
 }
 
 _DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "bfloat16"}
-_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_./:@+-]{1,256}$")
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.:@+][A-Za-z0-9_./:@+-]{0,255}$")  # never an option: no leading "-"
+#: A Hugging Face repository id ("org/name"): never a path on the node (no "/", "..", "~" at the start).
+_HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?$")
 
 
 class PlaceholderError(ValueError):
@@ -75,7 +77,9 @@ def placeholder_values(description: Mapping[str, Any], device_count: int) -> dic
             preset = load_presets().get(model.preset)
             values["model"] = (preset.hf_repo if preset and preset.hf_repo else model.preset) or model.preset
         elif model.hf_config and isinstance(model.hf_config.get("_name_or_path"), str):
-            values["model"] = model.hf_config["_name_or_path"]
+            name = model.hf_config["_name_or_path"]
+            if _HF_REPO.match(name) and ".." not in name:  # a user's text: a repository id or nothing
+                values["model"] = name
     if workload.inference is not None:
         inference = workload.inference
         values["max_input_tokens"] = str(inference.max_input_tokens)
