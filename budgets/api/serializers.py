@@ -32,9 +32,18 @@ class TotalSerializer(serializers.Serializer):
     high = serializers.IntegerField()
 
 
+class ViewsSerializer(serializers.Serializer):
+    """What each measurement view would read at the peak: PyTorch's allocated and reserved peaks, NVML's used."""
+
+    framework_allocated = TotalSerializer(help_text="torch.cuda.max_memory_allocated() (on cpu: the tensor peak).")
+    framework_reserved = TotalSerializer(required=False, help_text="torch.cuda.max_memory_reserved(); cuda only.")
+    device_used = TotalSerializer(required=False, help_text="NVML device used (nvidia-smi); cuda only.")
+
+
 class PerDeviceSerializer(serializers.Serializer):
     components = ComponentsSerializer()
     total = TotalSerializer()
+    views = ViewsSerializer(required=False)
     peak_phase = serializers.CharField(required=False, help_text="The phase that sets the peak.")
     phases = serializers.DictField(child=serializers.IntegerField(), required=False)
 

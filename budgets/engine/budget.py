@@ -125,6 +125,7 @@ class Budget:
                 "total": {"bytes": pd.total_bytes, "low": pd.total_low_bytes, "high": pd.total_high_bytes},
                 "peak_phase": pd.peak_phase,
                 "phases": {p.name: p.bytes for p in pd.phases},
+                "views": budget_views(self.device, pd),
             },
             "host": {"ram_bytes": self.host.ram_bytes, "disk_bytes": self.host.disk_bytes},
             "assumptions": list(self.assumptions),
@@ -142,6 +143,34 @@ class Budget:
                 "device_memory_bytes": s.device_memory_bytes,
             }
         return out
+
+
+def budget_views(device: str, pd: DeviceBudget) -> dict[str, dict[str, int]]:
+    """What each measurement view would read at the peak (WORKLOAD.md, budget additions).
+
+    ``device_used`` (NVML) is the total on ``cuda``; ``framework_reserved`` (``max_memory_reserved``)
+    leaves out the CUDA context (``runtime``), which is outside PyTorch's allocator;
+    ``framework_allocated`` (``max_memory_allocated``) also leaves out the allocator's slack
+    (``fragmentation``: reserved but not allocated). Library workspaces stay in all three: cuBLAS's are
+    allocator blocks; NCCL's buffers are not, so on multi-GPU plans the framework views are a little
+    high. On ``cpu`` the total is the framework's tensor peak, the one view there is.
+    """
+    total = (pd.total_low_bytes, pd.total_bytes, pd.total_high_bytes)
+    allocated_view = {"low": total[0], "bytes": total[1], "high": total[2]}
+    if device == "cpu":
+        return {"framework_allocated": allocated_view}
+    runtime = pd.component("runtime").bytes
+    slack = pd.component("fragmentation").bytes
+
+    def less(amount: int) -> dict[str, int]:
+        low, expected, high = (max(0, value - amount) for value in total)
+        return {"low": low, "bytes": expected, "high": high}
+
+    return {
+        "framework_allocated": less(runtime + slack),
+        "framework_reserved": less(runtime),
+        "device_used": dict(allocated_view),
+    }
 
 
 def _fmt(n: int) -> tuple[str, str]:
