@@ -167,3 +167,12 @@ def test_a_negative_latency_is_a_400(api, order) -> None:  # type: ignore[no-unt
     bad = measurement_document(timing={"ms_per_output_token": -1})
     response = api.post(f"/api/v1/orders/{order['id']}/measurements/", bad, format="json")
     assert response.status_code == 400 and "timing" in response.json()
+
+
+def test_deleting_an_order_deletes_its_jobs_measurements_and_timelines(api, order, configuration) -> None:  # type: ignore[no-untyped-def]
+    Node.objects.create(name="n1", configuration=configuration, last_heartbeat_at=timezone.now())
+    api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {}, format="json")
+    api.post(f"/api/v1/orders/{order['id']}/measurements/", measurement_document(), format="json")
+    assert Order.objects.get().decided_by is not None
+    assert api.delete(f"/api/v1/orders/{order['id']}/").status_code == 204
+    assert not Order.objects.exists() and not Measurement.objects.exists() and not AcceptanceJob.objects.exists()
