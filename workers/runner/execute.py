@@ -282,8 +282,9 @@ def _read_reports(
         while raw := stream.readline(MAX_LINE_BYTES + 1):
             if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
                 reports.bad_lines += 1
-                while (rest := stream.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
-                    pass  # the rest of an oversized line is read in bounded pieces and dropped
+                rest = raw  # the rest of an oversized line is read in bounded pieces and dropped
+                while rest and not rest.endswith(b"\n"):
+                    rest = stream.readline(MAX_LINE_BYTES)
                 continue
             try:
                 message = json.loads(raw, parse_constant=_no_constant)
