@@ -61,7 +61,32 @@ class ServingSerializer(serializers.Serializer):
     kv_pool_bytes = serializers.IntegerField(allow_null=True, help_text="The KV pool; null without device memory.")
     max_concurrent_sessions_at_max_request = serializers.IntegerField(allow_null=True)
     max_request_tokens_at_concurrency = serializers.IntegerField(allow_null=True)
-    device_memory_bytes = serializers.IntegerField(allow_null=True, help_text="Usable device memory it assumed.")
+    device_memory_bytes = serializers.IntegerField(
+        allow_null=True, help_text="Device memory T (cudaMemGetInfo total) the pool was computed for; null without."
+    )
+    kv_pool_tokens = serializers.IntegerField(
+        allow_null=True, required=False, help_text="Tokens the pool's whole blocks hold (vLLM's 'GPU KV cache size')."
+    )
+    max_concurrency = serializers.FloatField(
+        allow_null=True,
+        required=False,
+        help_text="Requests of max_model_len the pool holds, as vLLM prints it ('Maximum concurrency … 1.30x').",
+    )
+    starts = serializers.BooleanField(
+        allow_null=True, required=False, help_text="Whether vLLM starts (null without device memory)."
+    )
+    reason = serializers.CharField(allow_null=True, required=False, help_text="Why vLLM does not start; else null.")
+    shortfall_bytes = serializers.IntegerField(
+        allow_null=True, required=False, help_text="KV memory missing within u·T for one max_model_len request."
+    )
+    max_model_len = serializers.IntegerField(allow_null=True, required=False, help_text="Tokens (start-up check).")
+    max_num_seqs = serializers.IntegerField(allow_null=True, required=False, help_text="Sequence budget profiled.")
+    max_num_batched_tokens = serializers.IntegerField(
+        allow_null=True, required=False, help_text="Tokens in vLLM's profile run."
+    )
+    profile = serializers.CharField(
+        allow_null=True, required=False, help_text="The vLLM release profile used, e.g. '0.11' (0.11–0.20)."
+    )
 
 
 class BudgetSerializer(serializers.Serializer):

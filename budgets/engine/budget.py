@@ -94,9 +94,19 @@ class ServingPlan:
     kv_bytes_per_token: int  # bytes per token, per device, all layers
     kv_bytes_needed: int  # bytes the workload's longest request × concurrency needs, per device
     kv_pool_bytes: int | None  # bytes the engine would allocate for KV; None without device memory
-    max_concurrent_sessions_at_max_request: int | None  # sessions of the longest request the pool holds
-    max_request_tokens_at_concurrency: int | None  # longest request (tokens) at the asked concurrency
-    device_memory_bytes: int | None  # usable device memory the pool was computed for, bytes
+    max_concurrent_sessions_at_max_request: int | None = None  # sessions of the longest request the pool holds
+    max_request_tokens_at_concurrency: int | None = None  # longest request (tokens) at the asked concurrency
+    device_memory_bytes: int | None = None  # device memory T the pool was computed for, bytes
+    kv_pool_tokens: int | None = None  # tokens the pool's whole blocks hold ("GPU KV cache size")
+    max_concurrency: float | None = None  # requests of max_model_len the pool holds, as vLLM prints it
+    starts: bool | None = None  # whether vLLM starts; None without device memory
+    reason: str | None = None  # why it does not start
+    shortfall_bytes: int | None = None  # more KV memory (within u·T) it needs to start, bytes
+    max_model_len: int | None = None  # tokens
+    max_num_seqs: int | None = None  # the scheduler's sequence budget used for profiling
+    max_num_batched_tokens: int | None = None  # the profiling batch, tokens
+    profile: str | None = None  # the vLLM release profile used ("0.11")
+    available_kv_bytes: int | None = None  # u·T − non-KV before clamping at 0 (negative when it fails), bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +151,15 @@ class Budget:
                 "max_concurrent_sessions_at_max_request": s.max_concurrent_sessions_at_max_request,
                 "max_request_tokens_at_concurrency": s.max_request_tokens_at_concurrency,
                 "device_memory_bytes": s.device_memory_bytes,
+                "kv_pool_tokens": s.kv_pool_tokens,
+                "max_concurrency": s.max_concurrency,
+                "starts": s.starts,
+                "reason": s.reason,
+                "shortfall_bytes": s.shortfall_bytes,
+                "max_model_len": s.max_model_len,
+                "max_num_seqs": s.max_num_seqs,
+                "max_num_batched_tokens": s.max_num_batched_tokens,
+                "profile": s.profile,
             }
         return out
 
@@ -207,6 +226,8 @@ def render_table(budget: Budget) -> str:
                 else ""
             )
         )
+        if s.starts is False:
+            lines.append(f"serving: {s.reason}")
     lines.append("assumptions:")
     lines.extend(f"  - {a}" for a in budget.assumptions)
     return "\n".join(lines)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from . import parallel
+from . import parallel, vllm
 from .budget import (
     COMPONENT_NAMES,
     ZERO,
@@ -36,9 +36,10 @@ from .models import ModelSpec, parameter_count
 from .schema import Workload
 
 MIB = 2**20
-VLLM_MAX_BATCHED_TOKENS = 8192  # vLLM V1 default max_num_batched_tokens (profiling batch)
-VLLM_MAX_NUM_SEQS = 256  # vLLM default max_num_seqs (sampler profiling)
-VLLM_CUDA_GRAPHS = Range(256 * MIB, 512 * MIB, 2048 * MIB)  # graph pool, not profiled by vLLM
+GIB = 2**30
+# CUDA graphs on the device (inside the pool's deduction only from 0.21): estimate 0.36 GiB, measured up to
+# 2.37 GiB, and negative (capture reuses freed memory) on large dense models (budgets/engine/vllm.py)
+VLLM_CUDA_GRAPHS = Range(0, vllm.CUDA_GRAPH_ESTIMATE_BYTES, vllm.CUDA_GRAPH_HIGH_BYTES)
 
 # Uncertainty bands of modelled (not exact) terms: (low factor, high factor)
 ACTIVATION_BAND_CPU = (0.9, 1.15)
@@ -94,7 +95,9 @@ def _band(device: str) -> tuple[float, float]:
 # --- inference ---------------------------------------------------------------------------------
 
 
-def _inference_stage(w: Workload, stage: parallel.Stage, weights: Range, device_memory_bytes: int | None) -> _Stage:
+def _inference_stage(
+    w: Workload, stage: parallel.Stage, weights: Range, device_memory_bytes: int | None, device_name: str | None
+) -> _Stage:
     assert w.inference is not None
     spec = w.spec
     inf = w.inference
@@ -112,7 +115,7 @@ def _inference_stage(w: Workload, stage: parallel.Stage, weights: Range, device_
     gqa_sdpa = attention != "eager" and spec.head_dim <= 256
 
     if inf.engine == "vllm":
-        return _vllm_stage(w, stage, weights, device_memory_bytes, out, per_tok)
+        return _vllm_stage(w, stage, weights, device_memory_bytes, out, device_name)
 
     # transformers / generic: prefill all prompts together, then decode one token per step
     longest = s + n
@@ -229,69 +232,69 @@ def _vllm_stage(
     weights: Range,
     device_memory_bytes: int | None,
     out: _Stage,
-    per_tok: int,
+    device_name: str | None,
 ) -> _Stage:
-    assert w.inference is not None
-    spec = w.spec
-    inf = w.inference
+    """vLLM: weights + the profile run's peak + the KV pool it sizes from T (budgets/engine/vllm.py)."""
+    assert w.inference is not None and w.inference.max_model_len is not None
+    spec, inf = w.spec, w.inference
     d = nbytes(w.precision.compute or "bf16")
     kv_prec = w.precision.kv_cache or "bf16"
-    b = inf.concurrent_sessions
-    longest = inf.max_request_tokens
-    lo, hi = _band(w.runtime.device)
-    needed = kv.kv_cache_bytes(spec, stage.kv_heads, stage.layers, kv_prec, "paged", longest, b, inf.kv_block_tokens)
-    # profiled forward: max_num_batched_tokens in one step with fused qkv / gate_up kernels
-    tokens = min(VLLM_MAX_BATCHED_TOKENS, max(b * longest, 1))
-    x = _shape(spec, stage, 1, tokens, tokens, d)
-    width = spec.expert_intermediate_size * spec.experts_per_token if spec.is_moe else x.inter
-    mlp = tokens * width * d * 3  # gate_up output (2I) + activation output (I)
-    attn = tokens * (x.q * 2 + 2 * x.kv) * d
-    resid = 3 * tokens * x.h * d
-    sampler = VLLM_MAX_NUM_SEQS * x.vocab * 4 * 2 if stage.holds_head else 0
-    activations = Range.spread(resid + max(mlp, attn) + sampler, 0.6, 1.6)
-    out.preallocated = True
-    pool = None
-    max_conc = None
-    max_tokens = None
+    version = w.runtime.engine_version or vllm.DEFAULT_VLLM_VERSION
+    util = inf.gpu_memory_utilization or vllm.default_gpu_memory_utilization(version)
+    b, longest, block = inf.concurrent_sessions, inf.max_request_tokens, inf.kv_block_tokens
+    batched, seqs = vllm.scheduler_defaults(version, device_memory_bytes, device_name)
+    batched, seqs = inf.max_num_batched_tokens or batched, inf.max_num_seqs or seqs
+    kv_heads = vllm.kv_heads_on_rank(spec, stage.tensor)
+    per_tok = kv.kv_bytes_per_token(spec, kv_heads, stage.layers, kv_prec)
+    needed = kv.kv_cache_bytes(spec, kv_heads, stage.layers, kv_prec, "paged", longest, b, block)
+    weights = weights + Range.exact(vllm.rotary_cache_bytes(spec, d))
+    forward, sampler = vllm.profile_activations(spec, stage.tensor, batched, seqs, d, stage.holds_head)
+    activations = Range.spread(max(forward, sampler), *ACTIVATION_BAND_CUDA)
+    pool_in = vllm.PoolInputs(
+        version=version,
+        utilization=util,
+        device_memory_bytes=device_memory_bytes,
+        weights_bytes=weights.bytes,
+        activations_bytes=activations.bytes,
+        tensor=stage.tensor,
+        page_bytes_per_token=per_tok,
+        block_tokens=block,
+        max_model_len=inf.max_model_len,
+        longest_request=longest,
+        sessions=b,
+        max_num_batched_tokens=batched,
+        max_num_seqs=seqs,
+    )
+    out.serving = plan = vllm.serving_plan(pool_in, needed)
     kv_value = Range.exact(needed)
     kv_note = (
-        f"paged KV the workload needs: {b} × {longest} tokens in blocks of {inf.kv_block_tokens};"
-        f" {per_tok:,} B/token/device"
+        f"paged KV the workload needs: {b} × {longest} tokens in blocks of {block}; {per_tok:,} B/token/device;"
+        f" vLLM needs T ≥ {vllm.needed_device_memory(pool_in, needed) / GIB:,.2f} GiB (cudaMemGetInfo) to hold it"
     )
-    if device_memory_bytes:
-        runtime_r, _ = rt.cuda_context(w.runtime.device, w.runtime.cuda_version_tuple)
-        non_torch = runtime_r.bytes + ws.nccl(w.runtime.device, w.parallelism.tensor, w.parallelism.pipeline, 1).bytes
-        requested = int(device_memory_bytes * inf.gpu_memory_utilization)
-        pool = max(requested - weights.bytes - activations.bytes - non_torch - VLLM_CUDA_GRAPHS.bytes, 0)
-        block_bytes = per_tok * inf.kv_block_tokens
-        blocks = pool // block_bytes if block_bytes else 0
-        per_request_blocks = math.ceil(longest / inf.kv_block_tokens)
-        max_conc = blocks // per_request_blocks if per_request_blocks else 0
-        max_tokens = (blocks // b) * inf.kv_block_tokens
-        kv_value = Range(min(needed, pool), max(pool, needed), max(pool, needed)) if pool else Range.exact(needed)
+    if plan.kv_pool_bytes is not None:
+        pool = plan.kv_pool_bytes
+        kv_value = Range(min(needed, pool), max(pool, needed), max(pool, needed)) if plan.starts else kv_value
         kv_note = (
-            f"vLLM KV pool = {inf.gpu_memory_utilization:g} × device memory − weights − profiled activations − "
-            f"non-torch = {pool:,} B ({blocks:,} blocks); the workload needs {needed:,} B"
+            f"vLLM KV pool = {util:g} × {device_memory_bytes:,} B − weights − profile-run peak − non-torch"
+            + (" − CUDA-graph estimate" if vllm.profile_for(version).graphs_in_pool else "")
+            + f" = {pool:,} B ({plan.kv_pool_tokens:,} tokens, {plan.max_concurrency}× max_model_len"
+            f" {inf.max_model_len}); the workload needs {needed:,} B" + (f"; {plan.reason}" if plan.reason else "")
         )
-    out.serving = ServingPlan(
-        kv_bytes_per_token=per_tok,
-        kv_bytes_needed=needed,
-        kv_pool_bytes=pool,
-        max_concurrent_sessions_at_max_request=max_conc,
-        max_request_tokens_at_concurrency=max_tokens,
-        device_memory_bytes=device_memory_bytes,
-    )
+    out.preallocated = True
     out.phases["profile"] = {"weights": weights, "activations": activations}
     out.phases["serve"] = {"weights": weights, "kv_cache": kv_value, "activations": activations}
-    out.fixed["workspace"] = VLLM_CUDA_GRAPHS
+    # outside the pool on the device: CUDA graphs, and the lazily loaded modules (non-torch growth)
+    out.fixed["workspace"] = VLLM_CUDA_GRAPHS + Range.exact(vllm.non_torch_bytes(vllm.profile_for(version), 1))
     out.notes["kv_cache"] = kv_note
     out.notes["activations"] = (
-        f"vLLM profile run: {tokens} batched tokens (fused qkv/gate_up), sampler fp32 logits for "
-        f"{VLLM_MAX_NUM_SEQS} sequences"
+        f"vLLM profile run: forward over {batched} batched tokens {forward:,} B; sampler over"
+        f" {min(seqs, batched)} rows × {spec.vocab_size:,} vocabulary {sampler:,} B; the larger is the peak"
+    )
+    out.notes["workspace"] = (
+        "cuBLAS workspace; CUDA graphs (captured after the KV cache); non-torch growth (lazily loaded modules)"
     )
     out.transient_for_fragmentation = activations.bytes
     out.live_tensors = _param_tensors(spec, stage.layers)
-    _ = lo, hi
     return out
 
 
@@ -665,12 +668,13 @@ def _assemble(
     )
 
 
-def estimate(workload: Workload, device_memory_bytes: int | None = None) -> Budget:
+def estimate(workload: Workload, device_memory_bytes: int | None = None, device_name: str | None = None) -> Budget:
     """Budget the busiest device of a validated workload.
 
-    `device_memory_bytes` (usable memory of the target device) lets the vLLM engine size its KV
-    pool and report the concurrency and request length it supports; without it the budget reports
-    the KV cache the workload needs.
+    `device_memory_bytes` (the device's memory as cudaMemGetInfo reports it, T) lets the vLLM engine size
+    its KV pool, report the concurrency it holds and whether it starts; without it the budget reports the
+    KV cache the workload needs. `device_name` (e.g. "NVIDIA A100-SXM4-80GB") picks vLLM's defaults for
+    the GPU class (A100s get the small-GPU scheduler defaults from vLLM 0.10).
     """
     w = workload
     if w.task == "custom":
@@ -692,6 +696,7 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None) -> Budg
         par.sequence_parallel,
     )
     best: tuple[DeviceBudget, _Stage, str] | None = None
+    plans: list[ServingPlan] = []
     for stage in stages:
         layer_p, emb_p, head_p = parallel.stage_parameters(
             spec, pc, stage, w.model.parameter_count if w.model else None
@@ -715,10 +720,12 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None) -> Budg
                 and not (w.model and w.model.weights_bytes)
             ):
                 wb = int(total_params * nbytes(w.precision.weights))
-            st = _inference_stage(w, stage, Range.exact(wb), device_memory_bytes)
+            st = _inference_stage(w, stage, Range.exact(wb), device_memory_bytes, device_name)
             st.notes.setdefault("weights", w_note)
             stage_note = w_note
         _ = stage_note
+        if st.serving is not None:
+            plans.append(st.serving)
         db, _total = _assemble(w, st, runtime_r, runtime_note, ws_base)
         if best is None or db.total_bytes > best[0].total_bytes:
             best = (db, st, stage.name)
@@ -749,7 +756,10 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None) -> Budg
         ram_bytes=host_mod.host_ram(device, checkpoint, processes_per_node, db.total_bytes),
         disk_bytes=host_mod.disk(checkpoint, converted, train_ckpt),
     )
+    serving = vllm.tightest(plans) if plans else None
     assumptions = _assumptions(w, stage_name, total_params)
+    if serving is not None and w.inference is not None:
+        assumptions += (vllm.describe(serving, w.inference.gpu_memory_utilization or 0.9),)
     plan = {
         "tensor": par.tensor,
         "pipeline": par.pipeline,
@@ -766,7 +776,7 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None) -> Budg
         host=host,
         assumptions=assumptions,
         plan=plan,
-        serving=st.serving,
+        serving=serving,
     )
 
 

@@ -8,9 +8,10 @@ never re-parses.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from .models import (
     SUPPORTED_MODEL_TYPES,
@@ -21,6 +22,7 @@ from .models import (
     from_hf_config,
     load_presets,
 )
+from .vllm import DEFAULT_VLLM_VERSION, default_gpu_memory_utilization
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
 FLOAT_PRECISIONS = ("fp32", "bf16", "fp16")
@@ -30,6 +32,8 @@ MAX_SESSIONS = 100_000
 MAX_DEGREE = 4096
 MAX_BYTES = 10**15  # 1 PB: anything larger is a typo
 MAX_PARAMETERS = 10**14
+# a release number: "0.11.0", "0.10.1.1", "0.6.4.post1", "0.12.0rc1" (serving-stack versions, PEP 440-ish)
+ENGINE_VERSION_PATTERN = r"^\d{1,3}(\.\d{1,4}){1,3}(\.?(post|rc|dev)\d{1,4})?$"
 
 
 class _Section(BaseModel):
@@ -175,9 +179,53 @@ class InferenceSpec(_Section):
         None, description="default: paged for vllm, dynamic for transformers, contiguous for generic"
     )
     kv_block_tokens: int = Field(16, ge=1, le=4096, description="paged layout only")
-    gpu_memory_utilization: float = Field(
-        0.9, gt=0.0, le=1.0, description="vllm: fraction of device memory the engine claims"
+    gpu_memory_utilization: float | None = Field(
+        None,
+        gt=0.0,
+        le=1.0,
+        description="vllm: fraction of device memory the engine claims; default by runtime.engine_version"
+        " (0.90 before vLLM 0.21, 0.92 from 0.21)",
     )
+    max_model_len: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_TOKENS,
+        description="vllm: the longest request the engine accepts (it must fit one at start-up);"
+        " default max_input_tokens + max_output_tokens",
+    )
+    max_num_seqs: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_SESSIONS,
+        description="vllm: requests per scheduler step; default by version and GPU class (1024 on ≥70 GiB"
+        " non-A100 GPUs, else 256)",
+    )
+    max_num_batched_tokens: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_TOKENS,
+        description="vllm: tokens per scheduler step (the profiling batch); default by version and GPU class"
+        " (8192 on ≥70 GiB non-A100 GPUs, 16384 on ≥160 GiB from 0.33, else 2048)",
+    )
+
+    @field_validator("max_model_len")
+    @classmethod
+    def _check_max_model_len(cls, value: int | None, info: ValidationInfo) -> int | None:
+        longest = info.data.get("max_input_tokens", 0) + info.data.get("max_output_tokens", 0)
+        if value is not None and value < longest:
+            raise ValueError(
+                f"max_model_len ({value}) must be at least max_input_tokens + max_output_tokens ({longest})"
+            )
+        return value
+
+    @field_validator("max_num_batched_tokens")
+    @classmethod
+    def _check_batched_tokens(cls, value: int | None, info: ValidationInfo) -> int | None:
+        # vLLM's SchedulerConfig refuses a step budget below its sequence budget
+        seqs = info.data.get("max_num_seqs")
+        if value is not None and seqs is not None and value < seqs:
+            raise ValueError(f"max_num_batched_tokens ({value}) must be at least max_num_seqs ({seqs})")
+        return value
 
     @model_validator(mode="after")
     def _defaults(self) -> InferenceSpec:
@@ -187,6 +235,8 @@ class InferenceSpec(_Section):
             raise ValueError(f"max_input_tokens + max_output_tokens must be at most {MAX_TOKENS}")
         if self.engine == "vllm" and self.kv_cache_layout != "paged":
             raise ValueError("engine 'vllm' uses kv_cache_layout 'paged'")
+        if self.max_model_len is None:
+            self.max_model_len = self.max_request_tokens
         return self
 
     @property
@@ -234,6 +284,22 @@ class RuntimeSpec(_Section):
     cuda_version: str = Field("12.4", pattern=r"^\d{1,2}\.\d{1,2}$", description="CUDA toolkit, e.g. 12.4")
     attention: Literal["eager", "sdpa", "flash"] = "sdpa"
     expandable_segments: bool = False
+    engine_version: str | None = Field(
+        None,
+        max_length=32,
+        description="version of the serving or training stack, e.g. '0.11.0' for vLLM; default: the release the"
+        " engine models (vLLM 0.11.0)",
+    )
+
+    @field_validator("engine_version")
+    @classmethod
+    def _check_engine_version(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(ENGINE_VERSION_PATTERN, value):
+            raise ValueError(
+                f"engine_version {value!r} is not a release number (allowed: digits and dots such as '0.11.0',"
+                " '0.10.1.1', '0.6.4.post1')"
+            )
+        return value
 
     @property
     def cuda_version_tuple(self) -> tuple[int, int]:
@@ -283,6 +349,8 @@ class Workload(_Section):
             raise ValueError(f"task {self.task!r} needs a 'model' (preset, hf_config or architecture)")
         if self.task == "inference" and self.inference is None:
             self.inference = InferenceSpec()
+        if self.inference is not None:
+            _resolve_engine_defaults(self.inference, self.runtime)
         if self.task == "training" and self.training is None:
             self.training = TrainingSpec()
         spec = self.model.spec
@@ -316,6 +384,17 @@ class Workload(_Section):
     def spec(self) -> ModelSpec:
         assert self.model is not None
         return self.model.spec
+
+
+def _resolve_engine_defaults(inference: InferenceSpec, runtime: RuntimeSpec) -> None:
+    """vLLM's version decides the utilization default; other engines keep the plain 0.9."""
+    if inference.engine == "vllm":
+        if runtime.engine_version is None:
+            runtime.engine_version = DEFAULT_VLLM_VERSION
+        if inference.gpu_memory_utilization is None:
+            inference.gpu_memory_utilization = default_gpu_memory_utilization(runtime.engine_version)
+    elif inference.gpu_memory_utilization is None:
+        inference.gpu_memory_utilization = 0.9
 
 
 def workload_json_schema() -> dict[str, Any]:

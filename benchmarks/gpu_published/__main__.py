@@ -1,0 +1,110 @@
+"""The engine's vLLM KV pool against published vLLM start-up reports (records.json).
+
+    python -m benchmarks.gpu_published            # table, tuning and hold-out summaries
+
+Per record: the engine's pool (GiB) vs vLLM's "Available KV cache memory", the error in GiB and %,
+tokens where vLLM printed them, and whether both agree that vLLM starts. A record is within target
+when |error| ≤ 1 GiB or ≤ 3 %. Hold-out records (chosen before any comparison, HOLDOUT.md) are
+summarised apart and are never used to tune the engine. Always exits 0 (a report, not a gate).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from budgets.engine import Workload, estimate
+
+HERE = Path(__file__).resolve().parent
+GIB = 2**30
+TARGET_GIB = 1.0
+TARGET_PCT = 3.0
+
+
+def workload(record: dict[str, Any]) -> Workload:
+    mml = record["max_model_len"]
+    return Workload.model_validate(
+        {
+            "name": record["id"],
+            "task": "inference",
+            "model": record["model"],
+            "precision": record["precision"],
+            "inference": {
+                "engine": "vllm",
+                "max_input_tokens": mml - 1,
+                "max_output_tokens": 1,
+                "max_model_len": mml,
+                "kv_block_tokens": record["kv_block_tokens"],
+                "gpu_memory_utilization": record["gpu_memory_utilization"],
+            },
+            "parallelism": {"tensor": record["tensor"]},
+            "runtime": {"engine_version": record["vllm_version"]},
+        }
+    )
+
+
+def compare(record: dict[str, Any]) -> dict[str, Any]:
+    t = int(record["device_memory_gib"] * GIB)
+    plan = estimate(workload(record), device_memory_bytes=t, device_name=record["device_name"]).serving
+    assert plan is not None and plan.available_kv_bytes is not None
+    printed = record["printed"]
+    row: dict[str, Any] = {
+        "id": record["id"],
+        "holdout": record["holdout"],
+        "engine_gib": plan.available_kv_bytes / GIB,
+        "engine_tokens": plan.kv_pool_tokens,
+        "engine_starts": plan.starts,
+        "vllm_starts": printed["starts"],
+        "vllm_gib": printed.get("kv_cache_gib"),
+        "vllm_tokens": printed.get("kv_cache_tokens"),
+        "profile": plan.profile,
+    }
+    if row["vllm_gib"] is not None:
+        err = row["engine_gib"] - row["vllm_gib"]
+        row["error_gib"] = err
+        row["error_pct"] = 100 * err / abs(row["vllm_gib"]) if row["vllm_gib"] else None
+        row["within"] = abs(err) <= TARGET_GIB or (row["error_pct"] is not None and abs(row["error_pct"]) <= TARGET_PCT)
+    return row
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def summary(rows: list[dict[str, Any]], label: str) -> str:
+    sized = [r for r in rows if "error_gib" in r]
+    within = sum(1 for r in sized if r["within"])
+    agree = sum(1 for r in rows if r["engine_starts"] == r["vllm_starts"])
+    errs = sorted(abs(r["error_gib"]) for r in sized)
+    median = errs[len(errs) // 2] if errs else None
+    return (
+        f"{label}: {len(rows)} records; KV within ±{TARGET_GIB:g} GiB or ±{TARGET_PCT:g} %: {within}/{len(sized)};"
+        f" starts agree: {agree}/{len(rows)}; median |error| {_fmt(median, '.2f')} GiB;"
+        f" max |error| {_fmt(errs[-1] if errs else None, '.2f')} GiB"
+    )
+
+
+def main() -> int:
+    records = json.loads((HERE / "records.json").read_text())["records"]
+    rows = [compare(r) for r in records]
+    head = f"{'record':<44}{'set':<9}{'prof':<6}{'engine GiB':>11}{'vLLM GiB':>10}{'err GiB':>9}{'err %':>8}"
+    print(head + f"{'engine tok':>12}{'vLLM tok':>10}  starts (engine/vLLM)")
+    for r in rows:
+        print(
+            f"{r['id']:<44}{'holdout' if r['holdout'] else 'tuning':<9}{r['profile']:<6}{r['engine_gib']:>11.2f}"
+            f"{_fmt(r['vllm_gib'], '.2f'):>10}{_fmt(r.get('error_gib'), '+.2f'):>9}"
+            f"{_fmt(r.get('error_pct'), '+.1f'):>8}"
+            f"{_fmt(r['engine_tokens'], ','):>12}{_fmt(r['vllm_tokens'], ','):>10}"
+            f"  {r['engine_starts']}/{r['vllm_starts']}"
+            + ("" if r["engine_starts"] == r["vllm_starts"] else "  MISMATCH")
+        )
+    print()
+    print(summary([r for r in rows if not r["holdout"]], "tuning"))
+    print(summary([r for r in rows if r["holdout"]], "hold-out"))
+    print(summary(rows, "all"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,248 @@
+"""vLLM's start-up memory accounting: the KV pool it allocates, by release.
+
+vLLM measures at start-up and gives the KV cache what is left of its share of the device
+(`../shared/research/vllm-memory.md` §1 and §4; file:line references are inside vLLM's release wheels):
+
+    KV = u·T − W − A − N − G   per GPU ("Available KV cache memory")
+    blocks = floor(KV / (block_tokens × per-token bytes on the rank)), min over pipeline ranks
+    GPU KV cache size = blocks × block_tokens;  max concurrency = blocks / ceil(max_model_len / block_tokens)
+
+T is what `cudaMemGetInfo` reports (not the marketed size), u the utilization, W the weights as loaded,
+A the torch peak of the profile run, N the non-torch growth after the start-up snapshot and G the CUDA-graph
+estimate (0.21 and later). vLLM refuses to start when KV ≤ 0 or fewer blocks than one max_model_len
+request remain (`vllm-0.11.0/v1/core/kv_cache_utils.py:678-720`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+
+from .budget import ServingPlan
+from .models import ModelSpec
+
+GIB = 2**30
+DEFAULT_VLLM_VERSION = "0.11.0"  # the release whose code the formula was read from (vllm-memory.md §1.1)
+# A = max(forward, c·R·V + B·h·d): c fitted to six published H100/H200 runs, 0.10/0.11 native sampler
+# (vllm-memory.md §1.3 table; llm-d empirical-vllm-memory-results.md; 0.10.2 H200 log)
+SAMPLER_BYTES_PER_LOGIT = 38.3
+# vllm serve `max_num_batched_tokens` / `max_num_seqs` defaults (vllm-0.11.0/engine/arg_utils.py:1595-1624;
+# vllm-0.8.5/engine/arg_utils.py:1596-1609; vllm-0.33.0/engine/arg_utils.py:2973-2996)
+LARGE_GPU_BYTES = 70 * GIB  # "≥ 70 GiB" GPU class of those defaults
+HUGE_GPU_BYTES = 160 * GIB  # B200/B300 class, 0.33 and later
+SERVE_DEFAULTS = {"huge": (16384, 1024), "large": (8192, 1024), "small": (2048, 256)}  # (B, S)
+# G from 0.21: the one published estimate, 0.36 GiB (gpustack/runner#251, vLLM 0.27.1,
+# tests/workers/data/vllm_logs/v0.27.1_tp2_gpustack-runner-pr-251.log); graph memory measured −0.88…+2.37 GiB
+# at ≤0.20 (llm-d empirical-vllm-memory-results.md; 0.10.2 H200 log), hence the band
+CUDA_GRAPH_ESTIMATE_BYTES = int(0.36 * GIB)
+CUDA_GRAPH_HIGH_BYTES = int(2.37 * GIB)
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """What one range of vLLM releases deducts from the pool (vllm-memory.md §1.2)."""
+
+    name: str  # "0.11": the first release of the range
+    since: tuple[int, ...]  # first release it applies to
+    default_utilization: float  # gpu_memory_utilization default, fraction
+    non_torch_tp1_bytes: int  # N at tensor degree 1, bytes
+    non_torch_tp_bytes: int  # N at tensor degree ≥ 2, bytes
+    graphs_in_pool: bool  # G deducted from the pool
+    summary: str
+
+
+PROFILES: tuple[Profile, ...] = (
+    # 0.9.2–0.10: snapshot before NCCL init, so N holds the communicators: 1.38 GiB at TP2 (0.10.2 H200 log);
+    # TP1 0.13 GiB as llm-d (vllm-0.10.1.1/v1/worker/gpu_worker.py:174,192)
+    Profile(
+        "0.10",
+        (0,),
+        0.90,
+        int(0.13 * GIB),
+        int(1.38 * GIB),
+        False,
+        "NCCL buffers inside the pool, CUDA graphs outside; releases before 0.10 approximated by it",
+    ),
+    # 0.11–0.20: snapshot after NCCL init (PR #25359, vllm-0.11.0/v1/worker/gpu_worker.py:165-184, 255-280);
+    # N = 0.13 GiB TP1, 0.55 GiB TP2 on H100 (llm-d empirical-vllm-memory-results.md)
+    Profile(
+        "0.11",
+        (0, 11),
+        0.90,
+        int(0.13 * GIB),
+        int(0.55 * GIB),
+        False,
+        "context, NCCL buffers and CUDA graphs outside the pool",
+    ),
+    # 0.21+: graph estimate deducted and util 0.92 (vllm-0.21.0/v1/worker/gpu_worker.py:398-446;
+    # envs.py:1768-1770; config/cache.py:66); sampler constant not re-fitted for the Triton sampler (0.33)
+    Profile(
+        "0.21",
+        (0, 21),
+        0.92,
+        int(0.13 * GIB),
+        int(0.55 * GIB),
+        True,
+        "CUDA-graph estimate deducted from the pool; sampler constant of 0.11 kept (not re-fitted)",
+    ),
+)
+
+
+def parse_version(version: str) -> tuple[int, ...]:
+    """The numeric release parts: "0.10.1.1" → (0, 10, 1, 1); suffixes (post1, rc1) are dropped."""
+    return tuple(int(p) for p in re.findall(r"\d+", version.split("post")[0].split("rc")[0].split("dev")[0]))
+
+
+def profile_for(version: str) -> Profile:
+    v = parse_version(version)
+    return [p for p in PROFILES if v >= p.since][-1]
+
+
+def default_gpu_memory_utilization(version: str) -> float:
+    return profile_for(version).default_utilization
+
+
+def scheduler_defaults(version: str, device_memory_bytes: int | None, device_name: str | None) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) `vllm serve` picks for the GPU; the large class without T."""
+    v = parse_version(version)
+    t = device_memory_bytes if device_memory_bytes is not None else LARGE_GPU_BYTES
+    if v >= (0, 33) and t >= HUGE_GPU_BYTES:
+        return SERVE_DEFAULTS["huge"]
+    large = t >= LARGE_GPU_BYTES
+    if v >= (0, 10) and device_name and "a100" in device_name.lower():
+        large = False  # 0.10+ keeps A100s (any size) in the small class
+    return SERVE_DEFAULTS["large" if large else "small"]
+
+
+def kv_heads_on_rank(spec: ModelSpec, tensor: int) -> int:
+    return max(1, spec.num_kv_heads // tensor)  # vllm-0.11.0/config/model.py:1179-1191
+
+
+def rotary_cache_bytes(spec: ModelSpec, d: float) -> int:
+    """The rotary cos/sin cache vLLM builds once per model: max_position × rotary_dim × dtype (llm-d: W 14.99
+    measured vs 14.96 parameters for Llama-3.1-8B)."""
+    if spec.learned_positions or not spec.max_position_embeddings:
+        return 0
+    return int(spec.max_position_embeddings * spec.rope_dim * d)
+
+
+def profile_activations(
+    spec: ModelSpec, tensor: int, tokens: int, seqs: int, d: float, holds_head: bool
+) -> tuple[int, int]:
+    """(forward peak, sampler peak) of vLLM's profile run, bytes; A is the larger.
+
+    Forward: `_dummy_run(max_num_batched_tokens)` with fused qkv and gate_up (MoE: fused-MoE caches
+    [M,k,2N], [M·k,N], [M,k,h] with N = I/TP). Sampler: `_dummy_sampler_run` over R = min(S, B) rows of
+    the full vocabulary (logits all-gathered in V1) while the B×h hidden states survive
+    (vllm-0.11.0/v1/worker/gpu_model_runner.py:3183-3255, 3391-3401; logits_processor.py:69-77).
+    """
+    h = spec.hidden_size
+    q = (spec.num_attention_heads // tensor) * spec.head_dim
+    kv = kv_heads_on_rank(spec, tensor) * spec.head_dim
+    if spec.is_moe:
+        n = math.ceil(spec.expert_intermediate_size / tensor)
+        mlp = tokens * spec.experts_per_token * (3 * n + h) * d
+    else:
+        mlp = 3 * tokens * math.ceil(spec.intermediate_size / tensor) * d
+    forward = 3 * tokens * h * d + max(mlp, tokens * (2 * q + 2 * kv) * d)
+    rows = min(seqs, tokens)
+    sampler = SAMPLER_BYTES_PER_LOGIT * rows * spec.vocab_size + tokens * h * d if holds_head else 0
+    return int(forward), int(sampler)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolInputs:
+    """What the pool arithmetic needs for one pipeline rank (all byte counts per GPU)."""
+
+    version: str
+    utilization: float  # fraction of T
+    device_memory_bytes: int | None  # T, bytes
+    weights_bytes: int  # W, bytes
+    activations_bytes: int  # A, bytes
+    tensor: int
+    page_bytes_per_token: int  # K+V bytes per token on this rank, all its layers
+    block_tokens: int
+    max_model_len: int  # tokens
+    longest_request: int  # the workload's input + output, tokens
+    sessions: int  # the workload's concurrency
+    max_num_batched_tokens: int
+    max_num_seqs: int
+
+
+def non_torch_bytes(profile: Profile, tensor: int) -> int:
+    return profile.non_torch_tp1_bytes if tensor == 1 else profile.non_torch_tp_bytes
+
+
+def serving_plan(p: PoolInputs, needed_bytes: int) -> ServingPlan:
+    """The pool vLLM allocates, its tokens and concurrency, and whether vLLM starts at all."""
+    profile = profile_for(p.version)
+    base = ServingPlan(
+        kv_bytes_per_token=p.page_bytes_per_token,
+        kv_bytes_needed=needed_bytes,
+        kv_pool_bytes=None,
+        device_memory_bytes=p.device_memory_bytes,
+        max_model_len=p.max_model_len,
+        max_num_seqs=p.max_num_seqs,
+        max_num_batched_tokens=p.max_num_batched_tokens,
+        profile=profile.name,
+    )
+    if not p.device_memory_bytes:
+        return base
+    graphs = CUDA_GRAPH_ESTIMATE_BYTES if profile.graphs_in_pool else 0
+    kv = int(p.device_memory_bytes * p.utilization) - p.weights_bytes - p.activations_bytes
+    kv -= non_torch_bytes(profile, p.tensor) + graphs
+    block_bytes = p.page_bytes_per_token * p.block_tokens
+    blocks = max(kv, 0) // block_bytes if block_bytes else 0
+    per_request_blocks = math.ceil(p.max_model_len / p.block_tokens)
+    one_request = per_request_blocks * block_bytes
+    starts = kv > 0 and blocks >= per_request_blocks
+    reason = None
+    if kv <= 0:
+        reason = f"vLLM will not start: no memory for the KV cache blocks ({kv / GIB:.2f} GiB available)"
+    elif not starts:
+        reason = (
+            f"vLLM will not start: one request of max_model_len {p.max_model_len} needs {one_request / GIB:.2f} GiB"
+            f" of KV cache, more than the {kv / GIB:.2f} GiB available"
+        )
+    per_longest = math.ceil(p.longest_request / p.block_tokens)
+    return replace(
+        base,
+        kv_pool_bytes=max(kv, 0),
+        max_concurrent_sessions_at_max_request=blocks // per_longest,
+        max_request_tokens_at_concurrency=(blocks // p.sessions) * p.block_tokens,
+        kv_pool_tokens=blocks * p.block_tokens,
+        max_concurrency=round(blocks / per_request_blocks, 2),
+        starts=starts,
+        reason=reason,
+        shortfall_bytes=None if starts else one_request - kv,
+        available_kv_bytes=kv,
+    )
+
+
+def tightest(plans: list[ServingPlan]) -> ServingPlan:
+    """vLLM takes the minimum of blocks over ranks (kv_cache_utils.py:1286-1289): the smallest pool."""
+    with_pool = [s for s in plans if s.kv_pool_tokens is not None]
+    if not with_pool:
+        return plans[-1]
+    return min(with_pool, key=lambda s: (s.kv_pool_tokens, s.available_kv_bytes or 0))
+
+
+def needed_device_memory(p: PoolInputs, needed_bytes: int) -> int:
+    """The smallest T (cudaMemGetInfo total) at which vLLM's pool holds `needed_bytes`: (W+A+N+G+KV)/u."""
+    profile = profile_for(p.version)
+    graphs = CUDA_GRAPH_ESTIMATE_BYTES if profile.graphs_in_pool else 0
+    non_kv = p.weights_bytes + p.activations_bytes + non_torch_bytes(profile, p.tensor) + graphs
+    return math.ceil((non_kv + needed_bytes) / p.utilization)
+
+
+def describe(plan: ServingPlan, utilization: float) -> str:
+    """The budget's assumption line naming the profile used."""
+    profile = next(p for p in PROFILES if p.name == plan.profile)
+    return (
+        f"vLLM {profile.name} profile: KV pool = {utilization:g} × T (cudaMemGetInfo total) − weights − profile-run"
+        f" peak (max of the forward over max_num_batched_tokens {plan.max_num_batched_tokens} and the sampler over"
+        f" min(max_num_seqs {plan.max_num_seqs}, B) rows × the full vocabulary) − non-torch growth"
+        + (" − CUDA-graph estimate" if profile.graphs_in_pool else "")
+        + f"; {profile.summary}; start-up needs one request of max_model_len {plan.max_model_len}"
+    )
