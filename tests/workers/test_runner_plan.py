@@ -43,3 +43,10 @@ def test_unknown_or_formatted_placeholders_are_refused() -> None:
         template_placeholders(["{model!r}"])
     with pytest.raises(PlaceholderError, match="literal brace"):
         template_placeholders(["{"])
+
+
+def test_vllm_knobs_the_workload_sets_reach_the_program() -> None:
+    workload = {"model": {"architecture": ARCH}, "inference": {"max_input_tokens": 100, "max_output_tokens": 28,
+                "concurrent_sessions": 3, "engine": "vllm", "max_model_len": 4096, "max_num_seqs": 64}}  # fmt: skip
+    values = placeholder_values(workload, device_count=1)
+    assert (values["max_model_len"], values["max_num_seqs"], values["concurrency"]) == ("4096", "64", "3")

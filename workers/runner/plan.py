@@ -19,10 +19,10 @@ from budgets.engine import Workload
 PLACEHOLDERS: dict[str, str] = {
     "python": "the interpreter running the worker (sys.executable)",
     "model": "the model's Hugging Face repository (preset hf_repo or hf_config _name_or_path), else the preset id",
-    "max_model_len": "max_input_tokens + max_output_tokens",
+    "max_model_len": "inference.max_model_len (default max_input_tokens + max_output_tokens)",
     "max_input_tokens": "the longest prompt",
     "max_output_tokens": "the longest output",
-    "max_num_seqs": "concurrent_sessions",
+    "max_num_seqs": "inference.max_num_seqs, else concurrent_sessions",
     "concurrency": "concurrent_sessions",
     "tensor_parallel_size": "parallelism.tensor",
     "pipeline_parallel_size": "parallelism.pipeline",
@@ -84,8 +84,10 @@ def placeholder_values(description: Mapping[str, Any], device_count: int) -> dic
         inference = workload.inference
         values["max_input_tokens"] = str(inference.max_input_tokens)
         values["max_output_tokens"] = str(inference.max_output_tokens)
-        values["max_model_len"] = str(inference.max_request_tokens)
-        values["max_num_seqs"] = values["concurrency"] = str(inference.concurrent_sessions)
+        values["max_model_len"] = str(inference.max_model_len or inference.max_request_tokens)
+        values["concurrency"] = str(inference.concurrent_sessions)
+        # vLLM's max_num_seqs as the workload sets it; else the sessions it must hold at once
+        values["max_num_seqs"] = str(inference.max_num_seqs or inference.concurrent_sessions)
         values["gpu_memory_utilization"] = f"{inference.gpu_memory_utilization:g}"
     return {k: v for k, v in values.items() if k == "python" or _SAFE_VALUE.match(v)}
 
