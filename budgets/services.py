@@ -23,14 +23,17 @@ def workload_validate(data: Any) -> WorkloadSpec:
     return WorkloadSpec.model_validate(data)
 
 
-def budget_compute(spec: WorkloadSpec, device_memory_bytes: int | None = None) -> Budget:
+def budget_compute(
+    spec: WorkloadSpec, device_memory_bytes: int | None = None, device_name: str | None = None
+) -> Budget:
     """The engine's budget for a validated workload, refused past 1 EiB (every caller goes through here).
 
     ``device_memory_bytes`` (usable memory of one device) lets a vLLM workload size its KV pool and
-    report the concurrency it holds (the budget's ``serving`` block).
+    report the concurrency it holds (the budget's ``serving`` block); ``device_name`` picks vLLM's defaults
+    for the GPU class (an A100 gets the small-GPU scheduler defaults).
     Raises BudgetOutOfRange, naming the largest component, when any figure passes 1 EiB.
     """
-    budget = estimate(spec, device_memory_bytes=device_memory_bytes)
+    budget = estimate(spec, device_memory_bytes=device_memory_bytes, device_name=device_name)
     per_device = budget.per_device
     figures = [per_device.total_high_bytes, budget.host.ram_bytes, budget.host.disk_bytes]
     if max(figures) > MAX_BUDGET_BYTES:
@@ -42,23 +45,28 @@ def budget_compute(spec: WorkloadSpec, device_memory_bytes: int | None = None) -
     return budget
 
 
-def budget_estimate(spec: WorkloadSpec, device_memory_bytes: int | None = None) -> dict[str, Any]:
+def budget_estimate(
+    spec: WorkloadSpec, device_memory_bytes: int | None = None, device_name: str | None = None
+) -> dict[str, Any]:
     """The budget object of the contract for a validated workload (see :func:`budget_compute`)."""
-    return budget_compute(spec, device_memory_bytes).as_contract()
+    return budget_compute(spec, device_memory_bytes, device_name).as_contract()
 
 
-def configuration_device_memory(slug: str) -> int:
+def configuration_device(slug: str) -> tuple[int, str | None]:
     """Usable memory per device of catalog configuration ``slug`` (the accelerator's usable figure where
     a source or node verified it, else its marketed size; host RAM for a CPU configuration).
 
-    Raises LookupError naming the configuration when there is none by that slug.
+    Returns (bytes, the accelerator's name or None). Raises LookupError naming the configuration when
+    there is none by that slug.
     """
     from catalog.models import Configuration
 
-    row = Configuration.objects.with_memory().filter(slug=slug).values("usable_memory_bytes").first()
+    row = (
+        Configuration.objects.with_memory().filter(slug=slug).values("usable_memory_bytes", "accelerator__name").first()
+    )
     if row is None or not row["usable_memory_bytes"]:
         raise LookupError(f"no catalog configuration {slug!r}; list them at /api/v1/configurations/")
-    return int(row["usable_memory_bytes"])
+    return int(row["usable_memory_bytes"]), row["accelerator__name"]
 
 
 def _model_label(spec: WorkloadSpec) -> str:

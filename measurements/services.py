@@ -24,7 +24,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from budgets.models import Workload
-from budgets.services import budget_estimate, configuration_device_memory, workload_validate
+from budgets.services import budget_estimate, configuration_device, workload_validate
 from catalog.models import Configuration, Node
 from workers.runner.plan import PlaceholderError, program_argv, template_placeholders
 
@@ -70,7 +70,7 @@ def stale_after_s() -> float:
 def order_create(*, owner, workload: Workload, configuration: Configuration) -> Order:  # type: ignore[no-untyped-def]
     """Place an order; it keeps the budget estimated now and the workload's acceptance criteria."""
     spec = workload_validate(workload.description)
-    budget = budget_estimate(spec, configuration_device_memory(configuration.slug))  # vLLM: the pool on this GPU
+    budget = budget_estimate(spec, *configuration_device(configuration.slug))  # vLLM: the pool on this GPU
     return Order.objects.create(
         owner=owner,
         workload=workload,

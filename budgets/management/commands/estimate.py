@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from catalog.units import UnitError, parse_memory
 
 from ...engine import render_table, validation_errors
-from ...services import BudgetOutOfRange, budget_compute, configuration_device_memory, workload_validate
+from ...services import BudgetOutOfRange, budget_compute, configuration_device, workload_validate
 
 
 def read_workload_file(path: str) -> object:
@@ -55,9 +55,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, file: str, format: str, **options) -> None:  # type: ignore[no-untyped-def]
-        device_memory = device_memory_option(options.get("device_memory"), options.get("configuration"))
+        device_memory, device_name = device_option(options.get("device_memory"), options.get("configuration"))
         try:
-            budget = budget_compute(validated(file), device_memory)
+            budget = budget_compute(validated(file), device_memory, device_name)
         except BudgetOutOfRange as exc:
             raise CommandError(f"{file}: {exc}") from None
         if format == "json":
@@ -66,14 +66,14 @@ class Command(BaseCommand):
             self.stdout.write(render_table(budget))
 
 
-def device_memory_option(size: str | None, configuration: str | None) -> int | None:
+def device_option(size: str | None, configuration: str | None) -> tuple[int | None, str | None]:
     try:
         if size is not None:
-            return parse_memory(size)
+            return parse_memory(size), None
         if configuration is not None:
-            return configuration_device_memory(configuration)
+            return configuration_device(configuration)
     except UnitError as exc:
         raise CommandError(f"--device-memory: {exc}") from None
     except LookupError as exc:
         raise CommandError(f"--configuration: {exc}") from None
-    return None
+    return None, None
