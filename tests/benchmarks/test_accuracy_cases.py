@@ -2,27 +2,34 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections import Counter
 
 from benchmarks.accuracy import cases
 
 
+def _names(ws):
+    return [c["name"] for c in ws]
+
+
 def test_holdout_and_tuning_sets_are_disjoint_and_cover_cases():
-    original = [c["name"] for c in cases.CASES[:17]]
-    round1 = [c["name"] for c in cases.HOLDOUT_ROUND1_CASES]
-    round2 = [c["name"] for c in cases.HOLDOUT_ROUND2_CASES]
-    tuning = [c["name"] for c in cases.TUNING_CASES]
-    holdout = [c["name"] for c in cases.HOLDOUT_CASES]
-    # tuning set = the 17 original cases + the round-1 and round-2 hold-outs (each tuned on after
-    # its first comparison in HOLDOUT.md), in that order
-    assert len(round1) == 11
-    assert len(round2) == 11
-    assert tuning == original + round1 + round2
-    assert len(set(tuning)) == 39
-    # round-3 hold-out: at least 8 fresh cases, none shared with the tuning set
-    assert len(set(holdout)) == len(holdout) >= 8
+    original = _names(cases.CASES[:17])
+    round1 = _names(cases.HOLDOUT_ROUND1_CASES)
+    round2 = _names(cases.HOLDOUT_ROUND2_CASES)
+    round3 = _names(cases.HOLDOUT_ROUND3_CASES)
+    tuning = _names(cases.TUNING_CASES)
+    holdout = _names(cases.HOLDOUT_CASES)
+    # tuning set = the 17 original cases + the round-1, round-2 and round-3 hold-outs (each moved
+    # up after its first comparison in HOLDOUT.md), in that order
+    assert (len(round1), len(round2), len(round3)) == (11, 11, 12)
+    assert tuning == original + round1 + round2 + round3
+    assert len(set(tuning)) == 51
+    # round-4 hold-out: the sampled grid, at least 120 fresh cases, none shared with the tuning set
+    assert holdout == _names(cases.round4_cases())
+    assert len(set(holdout)) == len(holdout) >= 120
     assert not set(tuning) & set(holdout)
-    assert [c["name"] for c in cases.CASES] == tuning + holdout
+    assert _names(cases.CASES) == tuning + holdout
     assert all(cases.is_holdout(n) for n in holdout)
     assert not any(cases.is_holdout(n) for n in tuning)
 
@@ -33,12 +40,69 @@ def test_holdout_workloads_differ_from_every_tuning_workload():
 
     tuning = {body(w) for w in cases.TUNING_CASES}
     assert not any(body(w) in tuning for w in cases.HOLDOUT_CASES)
+    assert len({body(w) for w in cases.HOLDOUT_CASES}) == len(cases.HOLDOUT_CASES)
+
+
+def _axes(w):
+    if w["task"] == "inference":
+        i = w["inference"]
+        path = "gen-" + i["kv_cache_layout"]
+        batch = i["concurrent_sessions"]
+    else:
+        t = w["training"]
+        path = "train-" + t["activation_checkpointing"]
+        batch = t["micro_batch_size"]
+    return path, w["precision"]["weights"], w["runtime"]["attention"], batch
+
+
+def test_round4_covers_every_model_type_and_axis_value_in_balance():
+    from budgets.engine.models import SUPPORTED_MODEL_TYPES
+
+    # every supported model_type is either sampled or excluded with a reason (the harness cannot build it)
+    assert set(cases.ROUND4_MODEL_TYPES) | set(cases.ROUND4_EXCLUDED_MODEL_TYPES) == set(SUPPORTED_MODEL_TYPES)
+    assert not set(cases.ROUND4_MODEL_TYPES) & set(cases.ROUND4_EXCLUDED_MODEL_TYPES)
+    per_type = Counter(w["model"]["hf_config"]["model_type"] for w in cases.HOLDOUT_CASES)
+    assert set(per_type) == set(cases.ROUND4_MODEL_TYPES)
+    assert set(per_type.values()) == {9}
+    axes = [_axes(w) for w in cases.HOLDOUT_CASES]
+    values = (
+        ("gen-dynamic", "gen-contiguous", "train-none", "train-full"),
+        ("fp32", "bf16"),
+        ("eager", "sdpa"),
+        (1, 4),
+    )
+    n = len(axes)
+    for i, vals in enumerate(values):
+        count = Counter(a[i] for a in axes)
+        assert set(count) == set(vals)
+        for v in vals:  # each value within 20 % of its even share
+            assert abs(count[v] - n / len(vals)) <= 0.2 * n / len(vals), (vals, count)
+    # per model_type: every path twice or more, each other axis value at least 4 of 9
+    # (attention excepted for the types without SDPA)
+    for mt in cases.ROUND4_MODEL_TYPES:
+        mine = [_axes(w) for w in cases.HOLDOUT_CASES if w["model"]["hf_config"]["model_type"] == mt]
+        assert min(Counter(a[0] for a in mine)[p] for p in values[0]) >= 2
+        for i in (1, 3) if mt in cases.ROUND4_NO_SDPA else (1, 2, 3):
+            assert min(Counter(a[i] for a in mine)[v] for v in values[i]) >= 4
+
+
+def test_round4_design_is_pairwise_balanced_and_the_cosets_tile_the_grid():
+    cells = set()
+    for k in range(4):
+        runs = cases.round4_design(k)[:8]
+        for i, j in itertools.combinations(range(5), 2):
+            assert Counter((r[i], r[j]) for r in runs) == {(0, 0): 2, (0, 1): 2, (1, 0): 2, (1, 1): 2}
+        cells |= set(runs)
+    assert len(cells) == 32
 
 
 def test_holdout_cases_use_only_what_the_harness_runs():
     for w in cases.HOLDOUT_CASES:
         p = w["precision"]
         assert p["weights"] == p["compute"]
+        assert w["model"]["hf_config"]["model_type"] not in cases.ROUND4_EXCLUDED_MODEL_TYPES
+        if w["model"]["hf_config"]["model_type"] in cases.ROUND4_NO_SDPA:
+            assert w["runtime"]["attention"] == "eager"
         if w["task"] == "training":
             t = w["training"]
             assert p["gradients"] == p["weights"] and p["master_weights"] is None
@@ -66,7 +130,7 @@ def test_report_shows_each_set_and_overall():
     from benchmarks.accuracy.__main__ import load_results, report
 
     text, _ = report(load_results())
-    assert "### Tuning set (39 cases" in text
+    assert "### Tuning set (51 cases" in text
     assert "### Hold-out set (" in text
     assert "Hold-out set: median |error|" in text
     assert "- All cases: median |error|" in text
