@@ -36,6 +36,21 @@ def fake_nvml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def require_real_gpu() -> None:
+    """Skip unless NVIDIA's NVML answers and reports a GPU (the ``gpu``-marked tests)."""
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        pytest.skip(f"no usable NVML here ({type(exc).__name__}: {exc})")
+    try:
+        if pynvml.nvmlDeviceGetCount() == 0:
+            pytest.skip("NVML reports no GPU")
+    finally:
+        pynvml.nvmlShutdown()
+
+
 def build_fake_nvml(out: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["sh", str(FAKE_NVML_BUILD), str(out)],

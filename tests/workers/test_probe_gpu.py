@@ -9,22 +9,14 @@ import pytest
 
 from workers.probes.inventory import probe_inventory
 
+from .conftest import require_real_gpu
+
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
 def gpu_inventory():  # type: ignore[no-untyped-def]
-    import pynvml
-
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        pytest.skip(f"no usable NVML here ({type(exc).__name__}: {exc})")
-    try:
-        if pynvml.nvmlDeviceGetCount() == 0:
-            pytest.skip("NVML reports no GPU")
-    finally:
-        pynvml.nvmlShutdown()
+    require_real_gpu()
     return probe_inventory()
 
 

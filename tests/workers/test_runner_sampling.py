@@ -24,7 +24,7 @@ import pytest
 
 from workers.runner.sampling import TIMELINE_CSV_HEADER, Timeline, write_timeline_csv
 
-from .conftest import REPO_ROOT, clean_env
+from .conftest import REPO_ROOT, clean_env, require_real_gpu
 from .sampling_fake import GIB, UsedLine, write_used_file
 
 MIB = 2**20
@@ -325,17 +325,7 @@ def test_the_used_file_is_written_whole(tmp_path: Path) -> None:
 # --- a real GPU -----------------------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_real_gpu_is_sampled_with_the_v2_struct() -> None:
-    import pynvml
-
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        pytest.skip(f"no usable NVML here ({type(exc).__name__}: {exc})")
-    try:
-        if pynvml.nvmlDeviceGetCount() == 0:
-            pytest.skip("NVML reports no GPU")
-    finally:
-        pynvml.nvmlShutdown()
+    require_real_gpu()
 
     out = run_sampler(
         "--interval", "0.002", env=clean_env(), child=[sys.executable, "-c", "import time; time.sleep(0.3)"]
