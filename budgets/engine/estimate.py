@@ -365,12 +365,16 @@ def _training_stage(
     opt_total = trainable * per_param_opt
     opt_bytes = opt_total / o_shards
     opt_bytes = int(opt_bytes) if opt_bytes == int(opt_bytes) else math.ceil(opt_bytes)
+    step_scalars = 0
     if device == "cpu":
         n_tensors = (
             _param_tensors(spec, stage.layers) if t.method == "full" else 2 * stage.layers * len(t.lora.target_modules)
         )
-        opt_bytes += tr.adam_step_tensors_bytes(t.optimizer, n_tensors)
-    optimizer = Range.exact(opt_bytes)
+        step_scalars = tr.adam_step_tensors_bytes(t.optimizer, n_tensors)
+        opt_bytes += step_scalars
+    # AdamW-step ranges (round 4): low counts no `step` scalars, since `_param_tensors` is only an upper
+    # bound (fused experts / projections, LayerNorm models: up to 184 tensors, 736 B, too many measured)
+    optimizer = Range(opt_bytes - step_scalars, opt_bytes, opt_bytes)
     step_temp = (
         trainable * tr.optimizer_step_transient_per_param(t.optimizer, prec.weights, prec.master_weights) / o_shards
     )
@@ -445,9 +449,15 @@ def _training_stage(
         if (not spec.tie_word_embeddings and t.method == "full" and stage.holds_embedding)
         else 0
     )
-    # end of backward (EmbeddingBackward0): all gradients (+ a tied embedding's new gradient before
-    # it is accumulated into the head's) over the gradient of the embedding output alone
+    # end of backward (EmbeddingBackward0): all gradients over the gradient of the embedding output
+    # alone (+ a tied embedding's dense gradient, which EmbeddingBackward0 computes from it)
     bwd_end_act = x.tokens * x.h * d if stage.holds_embedding else 0
+    # tied weight used twice (head matmul + embedding lookup): once EmbeddingBackward0 has returned (its
+    # grad_output freed) autograd sums its contribution with the head's (counted in `grads`), so three
+    # V·h tensors are live at that aten::add: measured in round 4 in fp32 and bf16 alike
+    tied_sum = emb_grad_transient if emb_grad_transient > bwd_end_act else 0
+    if tied_sum:
+        bwd_end_act = 0
 
     # workspace: optimizer foreach buffer, ZeRO-3 gathered layers, DDP/ZeRO buckets, NCCL, cuBLAS
     layer_params_full = (layer_p / max(stage.layers, 1)) if stage.layers else 0
@@ -496,7 +506,7 @@ def _training_stage(
         "weights": weights,
         "optimizer_state": optimizer,
         "activations": band(bwd_end_act) + batch,
-        "gradients": grads + Range.exact(emb_grad_transient),
+        "gradients": grads + Range.exact(emb_grad_transient + tied_sum),
     }
     out.phases["optimizer_step"] = {
         "weights": weights,

@@ -81,6 +81,7 @@ class ModelSpec:
     lm_head_bias: bool = False
     # memory-relevant forward details (no effect on parameter counts)
     rotary_dim: int = 0  # rotated dims per head (partial rotary, gpt_neox/phi3); 0 → head_dim
+    fused_gate_up: bool = False  # one gate_up projection, chunked into gate and up (Phi3MLP)
     parallel_residual: bool = False  # gpt_neox use_parallel_residual: both LayerNorms read the layer input
     final_logit_softcapping: bool = False  # gemma2: logits / cap → tanh → · cap before the loss
     attn_logit_softcapping: bool = False  # gemma2: the same on the eager attention scores
@@ -606,6 +607,7 @@ def _build(raw: Mapping[str, Any], model_type: str, reported_type: str) -> Model
         num_sliding_layers=sliding_layers,
         max_position_embeddings=int(cfg.get("max_position_embeddings") or 0),
         rotary_dim=int(head_dim * _partial_rotary(cfg, 1.0)) if model_type == "phi3" else 0,
+        fused_gate_up=model_type == "phi3",  # modeling_phi3.py Phi3MLP: gate_up_proj(x).chunk(2, dim=-1)
         # only the gemma2/gemma3 forwards soft-cap (modeling_gemma2.py Gemma2ForCausalLM.forward,
         # eager_attention_forward); configuration_gemma2.py defaults: final 30.0, attention 50.0
         final_logit_softcapping=model_type in ("gemma2", "gemma3_text")

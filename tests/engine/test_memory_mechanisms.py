@@ -454,3 +454,46 @@ def test_generate_ids_at_the_sampling_instant():
     kv_final = 2 * 4 * 2 * 64 * 2 * b * (s + n - 1)
     sample = _phase(pd, "sample").bytes - pd.component("weights").bytes - kv_final
     assert sample == act.logits_sample(b, 32000, 2) + b * (3 * s + 2 * (s + n) - 1) * 8
+
+
+def test_tied_weight_holds_three_vocab_tensors_at_its_gradient_sum():
+    # round 4 (measured at EmbeddingBackward0's aten::add): the head's gradient (held for the shared
+    # leaf), the embedding's dense gradient and their sum; the embedding output's gradient is freed
+    b, s = 1, 48
+    tied = estimate(_train({**LLAMA, "tie_word_embeddings": True}, b=b, s=s)).per_device
+    assert tied.peak_phase == "backward_end"
+    weights = tied.component("weights").bytes
+    # all gradients (the head's in them) + the embedding's dense gradient + the sum
+    assert tied.component("gradients").bytes == weights + 2 * 32000 * 384 * 4
+    batch = 2 * b * s * 8
+    assert _phase(tied, "backward_end").bytes == 2 * weights + 2 * 32000 * 384 * 4 + batch
+
+
+def test_adamw_step_scalars_widen_only_the_low_end_on_cpu():
+    # one fp32 `step` per parameter tensor: the engine's tensor count is an upper bound (round 4:
+    # fused experts and LayerNorm models measured fewer), so `low` counts none of them
+    from budgets.engine.estimate import _param_tensors
+    from budgets.engine.models import from_hf_config
+
+    w = _train(LLAMA, b=1, s=48).model_dump()
+    w["training"]["optimizer"] = "adamw"
+    pd = estimate(Workload.model_validate(w)).per_device
+    opt = pd.component("optimizer_state")
+    steps = 4 * _param_tensors(from_hf_config(LLAMA), 4)
+    assert opt.bytes == opt.high == 2 * pd.component("weights").bytes + steps
+    assert opt.low == opt.bytes - steps
+
+
+def test_fused_gate_up_is_held_whole_through_the_multiply():
+    # Phi3MLP: gate and up are chunks of one gate_up output (tok · 2I) alive through up * act(gate)
+    import dataclasses
+
+    from budgets.engine.components import activations as act
+    from budgets.engine.models import from_hf_config
+
+    phi3 = from_hf_config(PHI3)
+    assert phi3.fused_gate_up and not from_hf_config(LLAMA).fused_gate_up
+    x = act.Shape(b=2, s=64, k=64, h=384, q=384, kv=384, heads=6, inter=1024, vocab=32000, d=4)
+    ti = 2 * 64 * 1024 * 4
+    assert act._mlp_forward_transient(phi3, x) == 4 * ti
+    assert act._mlp_forward_transient(dataclasses.replace(phi3, fused_gate_up=False), x) == 3 * ti

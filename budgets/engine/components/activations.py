@@ -157,6 +157,9 @@ def _mlp_forward_transient(spec: ModelSpec, x: Shape) -> float:
     if spec.is_moe:
         return _moe_forward_transient(spec, x)
     ti = x.tokens * x.inter * x.d
+    if spec.mlp == "gated" and spec.fused_gate_up:
+        # fused gate_up: gate and up are views of one tok·2I output, alive whole through up * act(gate)
+        return 4 * ti
     if spec.mlp == "gated":
         return 3 * ti  # act(gate), up, act*up
     if spec.activation in PYTHON_GELU:
