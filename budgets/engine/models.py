@@ -85,6 +85,16 @@ class ModelSpec:
     parallel_residual: bool = False  # gpt_neox use_parallel_residual: both LayerNorms read the layer input
     final_logit_softcapping: bool = False  # gemma2: logits / cap → tanh → · cap before the loss
     attn_logit_softcapping: bool = False  # gemma2: the same on the eager attention scores
+    # implementation features (set by the HF adapter, `_FAMILY_FEATURES`; off for an `architecture`)
+    norm_weight_offset: bool = False  # RMSNorm multiplies by (1 + w) in fp32: fp32 temporaries and saved tensors
+    rope_per_layer_type: bool = False  # sliding and full layers get their own (cos, sin): two rope tables
+    one_mask_with_window: bool = False  # one mask carries the window: no second (full causal) mask
+    sliding_mask_unread: bool = False  # a sliding mask is built though no layer slides: one more mask
+    router_weights_fp32: bool = False  # top-k routing weights stay fp32: the weighted expert output is fp32
+    fused_qkv: bool = False  # one q/k/v projection output, alive whole while any of q/k/v is
+    rope_by_cat: bool = False  # rope ends in torch.cat: the attention output's transpose is a copy
+    mlp_input_freed: bool = False  # the normed MLP input dies at the first MLP projection: one hidden less
+    attn_output_kept: bool = False  # the attention output stays alive through the MLP: one hidden more
     parameter_breakdown_override: tuple[tuple[str, int], ...] = field(default=(), compare=False)
 
     # --- derived sizes -------------------------------------------------------------------------
@@ -469,99 +479,146 @@ def from_hf_config(config: Mapping[str, Any]) -> ModelSpec:
     return _build(config, model_type, reported_type=model_type)
 
 
+# Implementation features: what transformers' modeling_<type>.py does for each model_type, not a
+# config key (the ModelSpec fields of the same names say what each means in memory). Absent: False.
+_FAMILY_FEATURES: dict[str, frozenset[str]] = {
+    # modeling_mistral.py MistralModel.forward: a single mask function that already carries the window
+    "mistral": frozenset({"one_mask_with_window"}),
+    # modeling_mixtral.py: one windowed mask (MixtralModel.forward); MixtralTopKRouter returns the
+    # normalized fp32 top-k weights as they are, so grouped_mm_experts_forward's
+    # `proj_out * sample_weights_g` promotes to fp32 (the Qwen MoE routers cast them to the logits' dtype)
+    "mixtral": frozenset({"one_mask_with_window", "router_weights_fp32"}),
+    # modeling_qwen2_moe.py Qwen2MoeModel.forward builds the sliding-window mask on every forward; with
+    # use_sliding_window off the config sets sliding_window = 0 (configuration_qwen2_moe.py), so
+    # masking_utils materialises it (kv_length ≥ 0 defeats the SDPA skip) although no layer reads it
+    "qwen2_moe": frozenset({"sliding_mask_unread"}),
+    # modeling_gemma.py / modeling_gemma2.py GemmaRMSNorm, Gemma2RMSNorm: normalize x.float(), multiply by
+    # (1 + w) in fp32, then type_as(x) (LlamaRMSNorm casts back before the weight)
+    "gemma": frozenset({"norm_weight_offset"}),
+    "gemma2": frozenset({"norm_weight_offset"}),
+    # modeling_gemma3.py: Gemma3RMSNorm as gemma2; Gemma3TextModel.forward builds one (cos, sin) pair per
+    # layer type (`position_embeddings[layer_type]`)
+    "gemma3_text": frozenset({"norm_weight_offset", "rope_per_layer_type"}),
+    # modeling_phi3.py: one windowed mask (Phi3Model.forward); Phi3Attention binds the fused qkv_proj
+    # output to `qkv` and slices q/k/v out of it as views; apply_rotary_pos_emb ends in
+    # torch.cat([rotated, pass-through]), so the roped q/k are contiguous [b, H, s, hd]; Phi3MLP runs
+    # gate_up_proj(x).chunk(2, dim=-1)
+    "phi3": frozenset({"one_mask_with_window", "fused_qkv", "rope_by_cat", "fused_gate_up"}),
+    # modeling_gpt_neox.py GPTNeoXAttention: fused `qkv` sliced into views; rope by torch.cat as phi3
+    "gpt_neox": frozenset({"fused_qkv", "rope_by_cat"}),
+    # modeling_gpt2.py: GPT2Attention keeps c_attn's output through the q view of `.split`; GPT2Block
+    # binds `attn_output` to a local that lives through the MLP
+    "gpt2": frozenset({"fused_qkv", "attn_output_kept"}),
+    # modeling_opt.py OPTDecoderLayer runs fc1 inline and rebinds: the normed input dies at fc1
+    "opt": frozenset({"mlp_input_freed"}),
+}
+
+
+def _features(model_type: str, layers: int = 0, sliding_layers: int = 0) -> dict[str, bool]:
+    """The ModelSpec feature fields of a model_type (`_FAMILY_FEATURES`), resolved against its layers."""
+    on = _FAMILY_FEATURES.get(model_type, frozenset())
+    features = dict.fromkeys(on, True)
+    if "sliding_mask_unread" in on:
+        features["sliding_mask_unread"] = not sliding_layers  # with sliding layers the mask is read
+    if "rope_per_layer_type" in on:
+        features["rope_per_layer_type"] = 0 < sliding_layers < layers  # one layer type: one pair
+    return features
+
+
 def _build(raw: Mapping[str, Any], model_type: str, reported_type: str) -> ModelSpec:
     cfg = _with_defaults(raw, model_type)
-    if model_type == "gpt2":
-        h = _int(cfg, "n_embd")
-        heads = _int(cfg, "n_head")
-        layers = _int(cfg, "n_layer")
-        inner = cfg.get("n_inner") or 4 * h
-        return ModelSpec(
-            model_type=reported_type,
-            num_layers=layers,
-            hidden_size=h,
-            num_attention_heads=heads,
-            num_kv_heads=heads,
-            head_dim=h // heads,
-            intermediate_size=int(inner),
-            vocab_size=_int(cfg, "vocab_size"),
-            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
-            mlp="standard",
-            activation=str(cfg.get("activation_function", "gelu_new")),
-            norm="layer",
-            qkv_bias=True,
-            o_bias=True,
-            mlp_bias=True,
-            learned_positions=_int(cfg, "n_positions"),
-            max_position_embeddings=_int(cfg, "n_positions"),
-        )
-    if model_type == "opt":
-        h = _int(cfg, "hidden_size")
-        heads = _int(cfg, "num_attention_heads")
-        bias = bool(cfg.get("enable_bias", True))
-        proj = int(cfg.get("word_embed_proj_dim") or h)
-        final = bool(cfg.get("do_layer_norm_before", True)) and not cfg.get("_remove_final_layer_norm", False)
-        max_pos = _int(cfg, "max_position_embeddings")
-        return ModelSpec(
-            model_type=reported_type,
-            num_layers=_int(cfg, "num_hidden_layers"),
-            hidden_size=h,
-            num_attention_heads=heads,
-            num_kv_heads=heads,
-            head_dim=h // heads,
-            intermediate_size=_int(cfg, "ffn_dim"),
-            vocab_size=_int(cfg, "vocab_size"),
-            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
-            mlp="standard",
-            activation=str(cfg.get("activation_function", "relu")),
-            norm="layer",
-            qkv_bias=bias,
-            o_bias=bias,
-            mlp_bias=bias,
-            final_norm=final,
-            learned_positions=max_pos + 2,  # OPTLearnedPositionalEmbedding offset 2
-            embed_proj_dim=proj if proj != h else 0,
-            max_position_embeddings=max_pos,
-        )
-    if model_type == "gpt_neox":
-        h = _int(cfg, "hidden_size")
-        heads = _int(cfg, "num_attention_heads")
-        bias = bool(cfg.get("attention_bias", True))
-        return ModelSpec(
-            model_type=reported_type,
-            num_layers=_int(cfg, "num_hidden_layers"),
-            hidden_size=h,
-            num_attention_heads=heads,
-            num_kv_heads=heads,
-            head_dim=h // heads,
-            intermediate_size=_int(cfg, "intermediate_size"),
-            vocab_size=_int(cfg, "vocab_size"),
-            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            mlp="standard",
-            activation=str(cfg.get("hidden_act", "gelu")),
-            norm="layer",
-            qkv_bias=bias,
-            o_bias=bias,
-            mlp_bias=True,
-            max_position_embeddings=_int(cfg, "max_position_embeddings"),
-            # configuration_gpt_neox.py: partial_rotary_factor (rotary_pct) defaults to 0.25
-            rotary_dim=int((h // heads) * _partial_rotary(cfg, 0.25)),
-            parallel_residual=bool(cfg.get("use_parallel_residual", True)),
-        )
+    builder = _BUILDERS.get(model_type, _build_llama_family)
+    return builder(raw, cfg, model_type, reported_type)
 
-    # llama family: llama, mistral, mixtral, qwen2(_moe), qwen3(_moe), gemma*, phi3
+
+def _build_gpt2(raw: Mapping[str, Any], cfg: Mapping[str, Any], model_type: str, reported_type: str) -> ModelSpec:
+    h = _int(cfg, "n_embd")
+    heads = _int(cfg, "n_head")
+    layers = _int(cfg, "n_layer")
+    inner = cfg.get("n_inner") or 4 * h
+    return ModelSpec(
+        model_type=reported_type,
+        num_layers=layers,
+        hidden_size=h,
+        num_attention_heads=heads,
+        num_kv_heads=heads,
+        head_dim=h // heads,
+        intermediate_size=int(inner),
+        vocab_size=_int(cfg, "vocab_size"),
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+        mlp="standard",
+        activation=str(cfg.get("activation_function", "gelu_new")),
+        norm="layer",
+        qkv_bias=True,
+        o_bias=True,
+        mlp_bias=True,
+        learned_positions=_int(cfg, "n_positions"),
+        max_position_embeddings=_int(cfg, "n_positions"),
+        **_features(model_type),
+    )
+
+
+def _build_opt(raw: Mapping[str, Any], cfg: Mapping[str, Any], model_type: str, reported_type: str) -> ModelSpec:
     h = _int(cfg, "hidden_size")
     heads = _int(cfg, "num_attention_heads")
-    if heads == 0:
-        raise UnsupportedModelError("hf_config 'num_attention_heads' must be at least 1")
-    kv_heads = _int(cfg, "num_key_value_heads", heads)
-    head_dim = _int(cfg, "head_dim", h // heads)
-    layers = _int(cfg, "num_hidden_layers")
-    gemma = model_type.startswith("gemma")
-    activation = str(cfg.get("hidden_activation") or cfg.get("hidden_act") or "silu")
-    attention_bias = bool(cfg.get("attention_bias", False))
-    qkv_bias = attention_bias or model_type in ("qwen2", "qwen2_moe")
-    window, sliding_layers = _sliding(cfg, model_type, layers)
+    bias = bool(cfg.get("enable_bias", True))
+    proj = int(cfg.get("word_embed_proj_dim") or h)
+    final = bool(cfg.get("do_layer_norm_before", True)) and not cfg.get("_remove_final_layer_norm", False)
+    max_pos = _int(cfg, "max_position_embeddings")
+    return ModelSpec(
+        model_type=reported_type,
+        num_layers=_int(cfg, "num_hidden_layers"),
+        hidden_size=h,
+        num_attention_heads=heads,
+        num_kv_heads=heads,
+        head_dim=h // heads,
+        intermediate_size=_int(cfg, "ffn_dim"),
+        vocab_size=_int(cfg, "vocab_size"),
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+        mlp="standard",
+        activation=str(cfg.get("activation_function", "relu")),
+        norm="layer",
+        qkv_bias=bias,
+        o_bias=bias,
+        mlp_bias=bias,
+        final_norm=final,
+        learned_positions=max_pos + 2,  # OPTLearnedPositionalEmbedding offset 2
+        embed_proj_dim=proj if proj != h else 0,
+        max_position_embeddings=max_pos,
+        **_features(model_type),
+    )
+
+
+def _build_gpt_neox(raw: Mapping[str, Any], cfg: Mapping[str, Any], model_type: str, reported_type: str) -> ModelSpec:
+    h = _int(cfg, "hidden_size")
+    heads = _int(cfg, "num_attention_heads")
+    bias = bool(cfg.get("attention_bias", True))
+    return ModelSpec(
+        model_type=reported_type,
+        num_layers=_int(cfg, "num_hidden_layers"),
+        hidden_size=h,
+        num_attention_heads=heads,
+        num_kv_heads=heads,
+        head_dim=h // heads,
+        intermediate_size=_int(cfg, "intermediate_size"),
+        vocab_size=_int(cfg, "vocab_size"),
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        mlp="standard",
+        activation=str(cfg.get("hidden_act", "gelu")),
+        norm="layer",
+        qkv_bias=bias,
+        o_bias=bias,
+        mlp_bias=True,
+        max_position_embeddings=_int(cfg, "max_position_embeddings"),
+        # configuration_gpt_neox.py: partial_rotary_factor (rotary_pct) defaults to 0.25
+        rotary_dim=int((h // heads) * _partial_rotary(cfg, 0.25)),
+        parallel_residual=bool(cfg.get("use_parallel_residual", True)),
+        **_features(model_type),
+    )
+
+
+def _moe_fields(cfg: Mapping[str, Any], model_type: str, layers: int) -> dict[str, int]:
+    """The mixture-of-experts fields of a llama-family config (dense: none set)."""
     experts = 1
     per_tok = 1
     moe_inter = 0
@@ -580,6 +637,31 @@ def _build(raw: Mapping[str, Any], model_type: str, reported_type: str) -> Model
         mlp_only = set(cfg.get("mlp_only_layers") or [])
         if experts > 0:
             dense_layers = sum(1 for i in range(layers) if i in mlp_only or (i + 1) % step != 0)
+    return {
+        "num_experts": max(experts, 1),
+        "experts_per_token": max(per_tok, 1) if experts > 1 else 1,
+        "moe_intermediate_size": moe_inter,
+        "shared_expert_intermediate_size": shared,
+        "num_dense_layers": dense_layers if experts > 1 else 0,
+    }
+
+
+def _build_llama_family(
+    raw: Mapping[str, Any], cfg: Mapping[str, Any], model_type: str, reported_type: str
+) -> ModelSpec:
+    """llama, mistral, mixtral, qwen2(_moe), qwen3(_moe), gemma*, phi3."""
+    h = _int(cfg, "hidden_size")
+    heads = _int(cfg, "num_attention_heads")
+    if heads == 0:
+        raise UnsupportedModelError("hf_config 'num_attention_heads' must be at least 1")
+    kv_heads = _int(cfg, "num_key_value_heads", heads)
+    head_dim = _int(cfg, "head_dim", h // heads)
+    layers = _int(cfg, "num_hidden_layers")
+    gemma = model_type.startswith("gemma")
+    activation = str(cfg.get("hidden_activation") or cfg.get("hidden_act") or "silu")
+    attention_bias = bool(cfg.get("attention_bias", False))
+    qkv_bias = attention_bias or model_type in ("qwen2", "qwen2_moe")
+    window, sliding_layers = _sliding(cfg, model_type, layers)
     return ModelSpec(
         model_type=reported_type,
         num_layers=layers,
@@ -598,23 +680,22 @@ def _build(raw: Mapping[str, Any], model_type: str, reported_type: str) -> Model
         qkv_bias=qkv_bias,
         o_bias=attention_bias,
         mlp_bias=bool(cfg.get("mlp_bias", False)),
-        num_experts=max(experts, 1),
-        experts_per_token=max(per_tok, 1) if experts > 1 else 1,
-        moe_intermediate_size=moe_inter,
-        shared_expert_intermediate_size=shared,
-        num_dense_layers=dense_layers if experts > 1 else 0,
+        **_moe_fields(cfg, model_type, layers),
         sliding_window=window,
         num_sliding_layers=sliding_layers,
         max_position_embeddings=int(cfg.get("max_position_embeddings") or 0),
         rotary_dim=int(head_dim * _partial_rotary(cfg, 1.0)) if model_type == "phi3" else 0,
-        fused_gate_up=model_type == "phi3",  # modeling_phi3.py Phi3MLP: gate_up_proj(x).chunk(2, dim=-1)
         # only the gemma2/gemma3 forwards soft-cap (modeling_gemma2.py Gemma2ForCausalLM.forward,
         # eager_attention_forward); configuration_gemma2.py defaults: final 30.0, attention 50.0
         final_logit_softcapping=model_type in ("gemma2", "gemma3_text")
         and _set_float(raw, "final_logit_softcapping", 30.0 if model_type == "gemma2" else None),
         attn_logit_softcapping=model_type in ("gemma2", "gemma3_text")
         and _set_float(raw, "attn_logit_softcapping", 50.0 if model_type == "gemma2" else None),
+        **_features(model_type, layers, sliding_layers),
     )
+
+
+_BUILDERS = {"gpt2": _build_gpt2, "opt": _build_opt, "gpt_neox": _build_gpt_neox}
 
 
 def from_architecture(

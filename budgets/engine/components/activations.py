@@ -40,32 +40,9 @@ class Shape:
         return self.b * self.s
 
 
-# decoder layers that keep a tensor past the point a Llama-style layer frees it
-ATTN_OUTPUT_KEPT = ("gpt2",)  # GPT2Block binds `attn_output` to a local that lives through the MLP
-MLP_INPUT_FREED = ("opt",)  # OPTDecoderLayer runs fc1 inline and rebinds: the normed input dies at fc1
-# one fused q/k/v projection whose whole output stays alive through the attention: Phi3Attention and
-# GPTNeoXAttention bind it to the local `qkv` and slice q/k/v out of it as views; GPT2Attention keeps
-# it through the q view of c_attn(...).split
-FUSED_QKV = ("phi3", "gpt_neox", "gpt2")
-# apply_rotary_pos_emb ends in torch.cat([rotated, pass-through]) (modeling_phi3.py, modeling_gpt_neox.py,
-# partial rotary): the roped q/k are contiguous [b, H, s, hd] instead of the projection's [b, s, H, hd]
-ROPE_BY_CAT = ("phi3", "gpt_neox")
-# Gemma RMSNorm (modeling_gemma2.py Gemma2RMSNorm, Gemma3RMSNorm): normalize x.float(), multiply by
-# (1 + w) in fp32, then type_as(x); Llama casts back before the weight (LlamaRMSNorm)
-GEMMA_NORM = ("gemma", "gemma2", "gemma3_text", "gemma3")
-# one (cos, sin) pair per layer type: Gemma3TextModel.forward builds `position_embeddings[layer_type]`
-ROPE_PER_LAYER_TYPE = ("gemma3_text", "gemma3")
-# Qwen2MoeModel.forward builds the sliding-window mask on every forward; with use_sliding_window off
-# the config sets sliding_window = 0 (configuration_qwen2_moe.py), so masking_utils materialises it
-# (kv_length ≥ 0 defeats the SDPA skip) although no layer reads it
-UNREAD_SLIDING_MASK = ("qwen2_moe",)
-# MixtralTopKRouter returns the normalized fp32 top-k weights as they are; the Qwen MoE routers cast
-# them to the logits' dtype (`router_top_value.to(router_logits.dtype)`, modeling_qwen3_moe.py). With
-# fp32 weights, grouped_mm_experts_forward's `proj_out * sample_weights_g` promotes to fp32
-ROUTER_WEIGHTS_FP32 = ("mixtral",)
-# a single mask function that already carries the window (MistralModel.forward, Phi3Model.forward);
-# the others build a full causal mask and, with sliding layers, a sliding one (causal_mask_mapping)
-ONE_MASK_WITH_WINDOW = ("mistral", "mixtral", "phi3")
+# Architecture features (ModelSpec fields, resolved by the HF adapter from transformers' modeling files,
+# models.py `_FAMILY_FEATURES`): norm_weight_offset, rope_per_layer_type, one_mask_with_window,
+# sliding_mask_unread, router_weights_fp32, fused_qkv, rope_by_cat, mlp_input_freed, attn_output_kept.
 
 
 def _norm_forward_transient(spec: ModelSpec, x: Shape) -> float:
@@ -73,9 +50,9 @@ def _norm_forward_transient(spec: ModelSpec, x: Shape) -> float:
     t = x.tokens * x.h
     if spec.norm == "layer":
         return t * x.d
-    if x.d < 4 and spec.model_type not in GEMMA_NORM:
+    if x.d < 4 and not spec.norm_weight_offset:
         return t * (4 + 4 + x.d)  # fp32 copy + (pow | product) + cast back
-    # fp32, or Gemma: two fp32 tensors at a time (copy + pow | copy + product | product + ·(1 + w))
+    # fp32, or Gemma's (1 + w): two fp32 tensors at a time (copy + pow | copy + product | product + ·(1 + w))
     return t * (4 + 4)
 
 
@@ -83,7 +60,7 @@ def rope_tables_bytes(spec: ModelSpec, rows: int, d: float) -> float:
     """cos and sin (rows × rotated dims each), or the learned position embeddings (rows × h)."""
     if spec.learned_positions:
         return rows * spec.hidden_size * d
-    pairs = 2 if (spec.model_type in ROPE_PER_LAYER_TYPE and 0 < spec.num_sliding_layers < spec.num_layers) else 1
+    pairs = 2 if spec.rope_per_layer_type else 1
     return pairs * 2 * rows * spec.rope_dim * d
 
 
@@ -101,7 +78,7 @@ def attention_masks(
     # in decode the sliding layers attend to window positions, in prefill to the prompt, not to a static
     # cache's full length (DynamicSlidingWindowLayer / StaticSlidingWindowLayer.get_mask_sizes)
     k_sliding = min(x.k, max(x.s, window)) if window else x.k
-    two = bool(window) and spec.model_type not in ONE_MASK_WITH_WINDOW
+    two = bool(window) and not spec.one_mask_with_window
     if attention == "eager":
         if two:
             return x.b * x.s * (full_positions + k_sliding) * x.d, 0
@@ -118,10 +95,10 @@ def attention_masks(
 
 
 def unread_masks(spec: ModelSpec, x: Shape, attention: str, full_positions: int, batch_broadcast: bool) -> float:
-    """A mask the model builds but no layer reads (UNREAD_SLIDING_MASK): alive through the model forward
+    """A mask the model builds but no layer reads (sliding_mask_unread): alive through the model forward
     only, never a layer input (so never a checkpoint input). Eager: an additive b·s·k mask; SDPA: the
     bool mask (batch-broadcast without a padding mask, as in `attention_masks`)."""
-    if spec.model_type not in UNREAD_SLIDING_MASK or spec.num_sliding_layers:
+    if not spec.sliding_mask_unread:
         return 0
     if attention == "eager":
         return x.b * x.s * full_positions * x.d
@@ -139,7 +116,7 @@ def _moe_forward_transient(spec: ModelSpec, x: Shape) -> float:
     k = spec.experts_per_token
     e_int = spec.expert_intermediate_size
     rows = tok * k
-    w = 4 if spec.model_type in ROUTER_WEIGHTS_FP32 else x.d  # routing weights' dtype
+    w = 4 if spec.router_weights_fp32 else x.d  # routing weights' dtype
     weighted = max(w, x.d)  # the weighted down output and its un-permuted copy
     # router logits (kept by `_, w, idx = self.gate(...)`), top-k weights (w) + indices int64; in the
     # experts: sorted ids and perm (int64), the sorted sample weights (w) and the histc input (fp32 on
@@ -179,13 +156,13 @@ def _attention_forward_transient(
     The k/v projections live only until the cache update: DynamicLayer.update concatenates them into
     new cache tensors and StaticLayer.update copies them in, and the attention locals are rebound to
     the cache tensors (cache_utils), so from then on only the roped q is alive besides the cache, and
-    with a fused projection (FUSED_QKV) its whole output. `mask_copy`: the converted sliding mask
+    with a fused projection (fused_qkv) its whole output. `mask_copy`: the converted sliding mask
     alive during an SDPA call."""
     tok = x.tokens
     qkv = tok * (x.q + 2 * x.kv) * x.d
     rope = 2 * tok * x.q * x.d  # q·cos, rotate_half(q)·sin before the sum
     q = tok * x.q * x.d  # roped q, held by the attention forward until it returns
-    fused = spec.model_type in FUSED_QKV
+    fused = spec.fused_qkv
     held = (qkv if fused else 0) + (q if (spec.learned_positions == 0 or not fused) else 0)
     out = tok * x.q * x.d
     o_proj = held + out + tok * x.h * x.d  # o_proj output while q and its input are alive
@@ -209,9 +186,9 @@ def _attention_forward_transient(
         return max(qkv + rope, held + rep + max(score_peak, pv), o_proj + probs)
     # SDPA (CPU flash kernel, CUDA flash/efficient) writes its output in q's memory layout: for a
     # Llama-style roped q ([b, s, H, hd] underneath) the transpose(1, 2).contiguous() in
-    # sdpa_attention_forward is free; for a q roped by torch.cat (ROPE_BY_CAT) it is a real copy
+    # sdpa_attention_forward is free; for a q roped by torch.cat (rope_by_cat) it is a real copy
     lse = x.b * x.heads * x.s * 4
-    copy = out if spec.model_type in ROPE_BY_CAT else 0
+    copy = out if spec.rope_by_cat else 0
     core = held + rep + out + lse + max(mask_copy, copy)
     return max(qkv + rope, core, o_proj)
 
@@ -229,9 +206,9 @@ def inference_forward_transient(
     # until the layer returns, so they are still alive during the MLP
     kept_probs = attention_scores_bytes(x, x.d) if attention == "eager" else 0
     mlp_hidden = 4 * hidden  # embeds, layer input, residual, normed input
-    if spec.model_type in MLP_INPUT_FREED:
+    if spec.mlp_input_freed:
         mlp_hidden -= hidden
-    if spec.model_type in ATTN_OUTPUT_KEPT:
+    if spec.attn_output_kept:
         mlp_hidden += hidden
     return max(
         3 * hidden + _norm_forward_transient(spec, x),
@@ -284,7 +261,7 @@ def _rms_saved_per_element(spec: ModelSpec, d: float, output_saved: bool) -> flo
     fp32) and what the weight multiply saves: LlamaRMSNorm the normalized tensor cast back (d; in fp32
     the normalized tensor), Gemma's ·(1 + w) the fp32 normalized tensor. The output (d) only when its
     consumer saves it (a projection does; a residual add or the rotary multiply by cos/sin does not)."""
-    if spec.model_type in GEMMA_NORM:
+    if spec.norm_weight_offset:
         per = 4.0 + 4
     else:
         per = 4 + (4 if d >= 4 else d)
@@ -295,7 +272,7 @@ def _rms_saved_per_norm(spec: ModelSpec, rows: int, width: int) -> float:
     """Beyond the per-element tensors: `torch.rsqrt(variance + eps)` saves its fp32 output, one value
     per normalized row (LlamaRMSNorm, Gemma3RMSNorm._norm); Gemma's `1.0 + self.weight.float()` is a
     new fp32 weight-sized tensor saved by the multiply."""
-    return rows * 4 + (width * 4 if spec.model_type in GEMMA_NORM else 0)
+    return rows * 4 + (width * 4 if spec.norm_weight_offset else 0)
 
 
 def _norm_saved(spec: ModelSpec, x: Shape, output_saved: bool = True) -> float:
@@ -339,15 +316,15 @@ def _attention_saved(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool
     kv_width = x.q if repeated else x.kv
     lse = x.b * x.heads * x.s * 4
     out = tok * x.q * x.d
-    if spec.model_type in FUSED_QKV and not repeated:
+    if spec.fused_qkv and not repeated:
         # SDPA saves `value` as given: a slice of the fused projection output keeps all of it alive;
         # q and k are separate tensors when roped
         proj = tok * (x.q + 2 * x.kv) * x.d + (tok * (x.q + x.kv) * x.d if spec.learned_positions == 0 else 0)
     else:
         proj = tok * (x.q + 2 * kv_width) * x.d  # q (roped), k (roped), v
     # the attention output is saved by SDPA; o_proj saves its input, the same tensor when the
-    # transpose(1, 2).contiguous() after SDPA is a view, a copy for a q roped by cat (ROPE_BY_CAT)
-    if spec.model_type in ROPE_BY_CAT:
+    # transpose(1, 2).contiguous() after SDPA is a view, a copy for a q roped by cat (rope_by_cat)
+    if spec.rope_by_cat:
         out *= 2
     return proj + out + lse + qk_norm
 
@@ -358,7 +335,7 @@ def _mlp_saved(spec: ModelSpec, x: Shape) -> float:
         k = spec.experts_per_token
         e_int = spec.expert_intermediate_size
         rows = tok * k
-        w = 4 if spec.model_type in ROUTER_WEIGHTS_FP32 else x.d
+        w = 4 if spec.router_weights_fp32 else x.d
         # router: softmax(..., dtype=float32) saves its fp32 output (not the logits); topk its int64
         # indices; the top-k normalization `/= sum` its fp32 result and the sum; in
         # grouped_mm_experts_forward (integrations/moe.py) the three index ops save perm // k, perm and
