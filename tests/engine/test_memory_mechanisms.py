@@ -472,14 +472,14 @@ def test_tied_weight_holds_three_vocab_tensors_at_its_gradient_sum():
 def test_adamw_step_scalars_widen_only_the_low_end_on_cpu():
     # one fp32 `step` per parameter tensor: the engine's tensor count is an upper bound (round 4:
     # fused experts and LayerNorm models measured fewer), so `low` counts none of them
-    from budgets.engine.estimate import _param_tensors
     from budgets.engine.models import from_hf_config
+    from budgets.engine.phases import param_tensors
 
     w = _train(LLAMA, b=1, s=48).model_dump()
     w["training"]["optimizer"] = "adamw"
     pd = estimate(Workload.model_validate(w)).per_device
     opt = pd.component("optimizer_state")
-    steps = 4 * _param_tensors(from_hf_config(LLAMA), 4)
+    steps = 4 * param_tensors(from_hf_config(LLAMA), 4)
     assert opt.bytes == opt.high == 2 * pd.component("weights").bytes + steps
     assert opt.low == opt.bytes - steps
 

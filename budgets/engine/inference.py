@@ -1,0 +1,279 @@
+"""Inference stages: transformers/generic `generate` (prefill, decode, sample) and the vLLM server.
+
+generate prefills all prompts together, then decodes one token per step over a KV cache that is either
+preallocated (contiguous StaticCache, paged blocks) or grown by torch.cat (dynamic). vLLM preallocates
+a KV pool sized from the device's memory; its accounting lives in `vllm.py`, the stage here only wires
+the workload to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import parallel, vllm
+from .budget import Range
+from .components import activations as act
+from .components import kv_cache as kv
+from .dtypes import nbytes
+from .models import ModelSpec
+from .phases import ACTIVATION_BAND_CUDA, StagePhases, activation_band, activation_shape, param_tensors
+from .schema import Workload
+
+GIB = 2**30
+# CUDA graphs on the device (inside the pool's deduction only from 0.21): estimate 0.36 GiB, measured up to
+# 2.37 GiB, and negative (capture reuses freed memory) on large dense models (budgets/engine/vllm.py)
+VLLM_CUDA_GRAPHS = Range(0, vllm.CUDA_GRAPH_ESTIMATE_BYTES, vllm.CUDA_GRAPH_HIGH_BYTES)
+
+
+def inference_stage(
+    w: Workload, stage: parallel.Stage, weights: Range, device_memory_bytes: int | None, device_name: str | None
+) -> StagePhases:
+    """The stage's phases under the workload's serving engine."""
+    assert w.inference is not None
+    if w.inference.engine == "vllm":
+        return vllm_stage(w, stage, weights, device_memory_bytes, device_name)
+    return generate_stage(w, stage, weights)
+
+
+# --- transformers / generic generate ----------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _GenerateCache:
+    """The KV cache of a generate run: its size after prefill and at the end, and what attention reads."""
+
+    layout: str
+    prefill_bytes: int
+    final_bytes: int
+    growth_bytes: int  # dynamic cache: one layer's K copy while torch.cat grows it
+    attend_prefill: int  # key positions attention reads in prefill
+    attend_decode: int  # ... and in the last decode step
+    preallocated: bool
+    note: str
+
+
+def _generate_cache(w: Workload, spec: ModelSpec, stage: parallel.Stage) -> _GenerateCache:
+    assert w.inference is not None
+    inf = w.inference
+    kv_prec = w.precision.kv_cache or "bf16"
+    b, s, n = inf.concurrent_sessions, inf.max_input_tokens, inf.max_output_tokens
+    layout = inf.kv_cache_layout or "paged"
+    layers = stage.layers
+    per_tok = kv.kv_bytes_per_token(spec, stage.kv_heads, layers, kv_prec)
+    longest = s + n
+    if layout == "dynamic":
+        # sliding layers still hold the whole prompt's storage after prefill (a view keeps it)
+        kv_prefill = kv.kv_cache_bytes(spec, stage.kv_heads, layers, kv_prec, "contiguous", s, b, window=False)
+        kv_final = kv.kv_cache_bytes(spec, stage.kv_heads, layers, kv_prec, "contiguous", longest - 1, b)
+        growth = kv.dynamic_growth_transient(spec, stage.kv_heads, kv_prec, longest - 1, b)
+        kv_note = (
+            f"dynamic cache grown by torch.cat to {longest - 1} positions × {b} sequences"
+            " + one layer's K copy while growing"
+            + (
+                f"; sliding layers keep {spec.sliding_window} positions, but the whole prompt's storage"
+                " until the first decode step"
+                if spec.sliding_window and spec.num_sliding_layers and s > spec.sliding_window
+                else ""
+            )
+        )
+        attend_prefill, attend_decode = s, longest - 1
+        preallocated = False
+    else:
+        # transformers generate sizes its StaticCache to max_length - 1 positions (the last token is
+        # never fed back; generation/utils.py `_prepare_cache_for_generation`)
+        slots = longest - 1 if (layout == "contiguous" and inf.engine == "transformers") else longest
+        kv_final = kv.kv_cache_bytes(spec, stage.kv_heads, layers, kv_prec, layout, slots, b, inf.kv_block_tokens)
+        kv_prefill = kv_final
+        growth = 0
+        preallocated = True
+        kv_note = (
+            f"{layout} cache preallocated for {slots} positions × {b} sequences"
+            if layout == "contiguous"
+            else f"paged blocks of {inf.kv_block_tokens} tokens, ≤ one partly filled block per sequence"
+        )
+        # a static cache attends over the whole preallocated length
+        attend_prefill = attend_decode = slots if layout == "contiguous" else s
+        if layout == "paged":
+            attend_decode = longest - 1
+    kv_note += f"; {per_tok:,} B/token/device across {layers} layers ({kv_prec})"
+    return _GenerateCache(layout, kv_prefill, kv_final, growth, attend_prefill, attend_decode, preallocated, kv_note)
+
+
+def generate_stage(w: Workload, stage: parallel.Stage, weights: Range) -> StagePhases:
+    """transformers / generic generate: prefill all prompts together, then decode one token per step."""
+    assert w.inference is not None
+    spec, inf = w.spec, w.inference
+    device, attention = w.runtime.device, w.runtime.attention
+    d = nbytes(w.precision.compute or "bf16")
+    fp16_cuda = device == "cuda" and (w.precision.compute or "bf16") == "fp16"
+    b, s = inf.concurrent_sessions, inf.max_input_tokens
+    lo, hi = activation_band(device)
+    cache = _generate_cache(w, spec, stage)
+    # SDPA prefill runs mask-free with is_causal even over a static cache (the cache is empty,
+    # masking_utils._ignore_causal_mask_sdpa), so GQA goes through enable_gqa (use_gqa_in_sdpa); in decode
+    # a static cache gets a padding mask, so no enable_gqa, but a single query is packed per KV head
+    # (sdpa_attention.py pack_gqa) instead of repeat_kv copies: under SDPA neither phase copies K/V per head
+    gqa_sdpa = attention != "eager" and spec.head_dim <= 256
+    # a dynamic cache gets no up-front 4D masks from generate: a sliding bool mask is batch-broadcast
+    broadcast_mask = cache.layout == "dynamic"
+    xp = activation_shape(spec, stage, b, s, cache.attend_prefill, d, fp16_cuda)
+    # the new last-position logits exist only at the head, after the layers' transients are freed
+    logits = b * xp.vocab * d if stage.holds_head else 0
+    prefill_act = _prefill_activations(w, spec, xp, gqa_sdpa, broadcast_mask, logits)
+    decode_act, generation_ids = _decode_activations(
+        w, spec, stage, xp, cache, gqa_sdpa, broadcast_mask, logits, fp16_cuda
+    )
+    # between forwards: logits processing of the last step, over the final cache (no forward alive)
+    sample_act = act.logits_sample(b, xp.vocab, d) + generation_ids if stage.holds_head else 0
+    sample_low = act.logits_sample(b, xp.vocab, d, processors=0) + generation_ids if stage.holds_head else 0
+
+    out = StagePhases(stage.name, preallocated=cache.preallocated)
+    out.phases["prefill"] = {
+        "weights": weights,
+        "kv_cache": Range.exact(cache.prefill_bytes),
+        "activations": Range.spread(prefill_act, lo, hi),
+    }
+    out.phases["decode"] = {
+        "weights": weights,
+        "kv_cache": Range.exact(cache.final_bytes + cache.growth_bytes),  # torch.cat always copies while growing
+        "activations": Range.spread(decode_act, lo, hi),
+    }
+    if sample_act:
+        # with min_new_tokens = max_output_tokens (a full-length run) two eos-suppressing processors
+        # add fp32 [b, V] clones; without them only the fp32 copy (the low end)
+        out.phases["sample"] = {
+            "weights": weights,
+            "kv_cache": Range.exact(cache.final_bytes),
+            "activations": Range(int(sample_low), int(sample_act), int(sample_act * hi)),
+        }
+    out.notes["kv_cache"] = cache.note
+    out.notes["activations"] = (
+        f"prefill of {b}×{s} tokens ({attention} attention"
+        + (", b·heads·s·s scores materialized" if attention == "eager" else "")
+        + f"), last-position logits (+fp32 score copies between forwards, {inf.engine} generate),"
+        + f" decode over {cache.attend_decode} positions"
+    )
+    out.transient_for_fragmentation = int(
+        max(prefill_act, decode_act, sample_act) + (cache.final_bytes if cache.layout == "dynamic" else 0)
+    )
+    out.live_tensors = param_tensors(spec, stage.layers) + 2 * stage.layers
+    return out
+
+
+def _prefill_activations(
+    w: Workload, spec: ModelSpec, xp: act.Shape, gqa_sdpa: bool, broadcast_mask: bool, logits: float
+) -> float:
+    """Activations at the prefill peak: model-level tensors, prompt ids, the larger of a layer and the head."""
+    attention = w.runtime.attention
+    attend = xp.k
+    _, mask_copy = act.attention_masks(spec, xp, attention, attend)
+    layer = act.inference_forward_transient(spec, xp, attention, gqa_copies=not gqa_sdpa, mask_copy=mask_copy)
+    model_level = act.model_level_inference(spec, xp, attention, attend, broadcast_mask)
+    # besides input_ids and position_ids (model_level): the caller's attention_mask, and the copy of the
+    # prompt ids prepare_inputs_for_generation makes (`input_ids.clone(memory_format=...)`, int64)
+    prompt_ids = 2 * xp.tokens * 8
+    return model_level + prompt_ids + max(layer, 2 * xp.tokens * xp.h * xp.d + logits)
+
+
+def _decode_activations(
+    w: Workload,
+    spec: ModelSpec,
+    stage: parallel.Stage,
+    xp: act.Shape,
+    cache: _GenerateCache,
+    gqa_sdpa: bool,
+    broadcast_mask: bool,
+    logits: float,
+    fp16_cuda: bool,
+) -> tuple[float, int]:
+    """Activations at the last decode step, and the int64 id tensors generate holds by then."""
+    assert w.inference is not None
+    inf, attention = w.inference, w.runtime.attention
+    b, s = inf.concurrent_sessions, inf.max_input_tokens
+    longest = s + inf.max_output_tokens
+    xd = activation_shape(spec, stage, b, 1, cache.attend_decode, xp.d, fp16_cuda)
+    _, mask_copy = act.attention_masks(spec, xd, attention, cache.attend_decode)
+    layer = act.inference_forward_transient(spec, xd, attention, gqa_copies=not gqa_sdpa, mask_copy=mask_copy)
+    model_level = act.model_level_inference(spec, xd, attention, cache.attend_decode, broadcast_mask)
+    # int64 ids at the end of generate: the caller's input_ids and attention_mask and the prefill
+    # position_ids (b·s each), input_ids grown by cat to the longest length and position_ids to one less
+    # (generation/utils.py `_update_model_kwargs_for_generation`; the all-ones mask is dropped)
+    generation_ids = b * (3 * s + 2 * longest - 1) * 8
+    prev_scores = act.previous_step_scores(b, xp.vocab) if stage.holds_head else 0
+    # in a layer the dynamic cache's growth copy (kv_cache component) is alive; at the head it is not
+    decode = model_level + generation_ids + prev_scores + max(layer, 2 * b * xp.h * xp.d + logits - cache.growth_bytes)
+    return decode, generation_ids
+
+
+# --- vLLM ---------------------------------------------------------------------------------------
+
+
+def vllm_stage(
+    w: Workload,
+    stage: parallel.Stage,
+    weights: Range,
+    device_memory_bytes: int | None,
+    device_name: str | None,
+) -> StagePhases:
+    """vLLM: weights + the profile run's peak + the KV pool it sizes from T (budgets/engine/vllm.py)."""
+    assert w.inference is not None and w.inference.max_model_len is not None
+    spec, inf = w.spec, w.inference
+    d = nbytes(w.precision.compute or "bf16")
+    kv_prec = w.precision.kv_cache or "bf16"
+    version = w.runtime.engine_version or vllm.DEFAULT_VLLM_VERSION
+    util = inf.gpu_memory_utilization or vllm.default_gpu_memory_utilization(version)
+    b, longest, block = inf.concurrent_sessions, inf.max_request_tokens, inf.kv_block_tokens
+    batched, seqs = vllm.scheduler_defaults(version, device_memory_bytes, device_name)
+    batched, seqs = inf.max_num_batched_tokens or batched, inf.max_num_seqs or seqs
+    kv_heads = vllm.kv_heads_on_rank(spec, stage.tensor)
+    per_tok = kv.kv_bytes_per_token(spec, kv_heads, stage.layers, kv_prec)
+    needed = kv.kv_cache_bytes(spec, kv_heads, stage.layers, kv_prec, "paged", longest, b, block)
+    weights = weights + Range.exact(vllm.rotary_cache_bytes(spec, d))
+    forward, sampler = vllm.profile_activations(spec, stage.tensor, batched, seqs, d, stage.holds_head)
+    activations = Range.spread(max(forward, sampler), *ACTIVATION_BAND_CUDA)
+    pool_in = vllm.PoolInputs(
+        version=version,
+        utilization=util,
+        device_memory_bytes=device_memory_bytes,
+        weights_bytes=weights.bytes,
+        activations_bytes=activations.bytes,
+        tensor=stage.tensor,
+        page_bytes_per_token=per_tok,
+        block_tokens=block,
+        max_model_len=inf.max_model_len,
+        longest_request=longest,
+        sessions=b,
+        max_num_batched_tokens=batched,
+        max_num_seqs=seqs,
+    )
+    out = StagePhases(stage.name, preallocated=True)
+    out.serving = plan = vllm.serving_plan(pool_in, needed)
+    kv_value = Range.exact(needed)
+    kv_note = (
+        f"paged KV the workload needs: {b} × {longest} tokens in blocks of {block}; {per_tok:,} B/token/device;"
+        f" vLLM needs T ≥ {vllm.needed_device_memory(pool_in, needed) / GIB:,.2f} GiB (cudaMemGetInfo) to hold it"
+    )
+    if plan.kv_pool_bytes is not None:
+        pool = plan.kv_pool_bytes
+        kv_value = Range(min(needed, pool), max(pool, needed), max(pool, needed)) if plan.starts else kv_value
+        kv_note = (
+            f"vLLM KV pool = {util:g} × {device_memory_bytes:,} B − weights − profile-run peak − non-torch"
+            + (" − CUDA-graph estimate" if vllm.profile_for(version).graphs_in_pool else "")
+            + f" = {pool:,} B ({plan.kv_pool_tokens:,} tokens, {plan.max_concurrency}× max_model_len"
+            f" {inf.max_model_len}); the workload needs {needed:,} B" + (f"; {plan.reason}" if plan.reason else "")
+        )
+    out.phases["profile"] = {"weights": weights, "activations": activations}
+    out.phases["serve"] = {"weights": weights, "kv_cache": kv_value, "activations": activations}
+    # outside the pool on the device: CUDA graphs, and the lazily loaded modules (non-torch growth)
+    out.fixed["workspace"] = VLLM_CUDA_GRAPHS + Range.exact(vllm.non_torch_bytes(vllm.profile_for(version), 1))
+    out.notes["kv_cache"] = kv_note
+    out.notes["activations"] = (
+        f"vLLM profile run: forward over {batched} batched tokens {forward:,} B; sampler over"
+        f" {min(seqs, batched)} rows × {spec.vocab_size:,} vocabulary {sampler:,} B; the larger is the peak"
+    )
+    out.notes["workspace"] = (
+        "cuBLAS workspace; CUDA graphs (captured after the KV cache); non-torch growth (lazily loaded modules)"
+    )
+    out.transient_for_fragmentation = activations.bytes
+    out.live_tensors = param_tensors(spec, stage.layers)
+    return out

@@ -1,0 +1,373 @@
+"""The training stage: one optimizer step as forward, four backward instants and the optimizer step.
+
+Model states (weights, gradients, optimizer states; ZeRO shards them over the data-parallel group) come
+from `components/training.py`, activations from `components/activations.py`. Gradients are absent in the
+forward (zero_grad(set_to_none=True)) and appear during backward, which is why backward is budgeted at
+several instants rather than once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from . import parallel
+from .budget import ZERO, Range
+from .components import activations as act
+from .components import training as tr
+from .components.weights import weight_bytes
+from .dtypes import nbytes
+from .models import ModelSpec
+from .phases import StagePhases, activation_band, activation_shape, param_tensors
+from .schema import Workload
+
+
+@dataclass(slots=True)
+class _Trainable:
+    """The stage's weights (+ LoRA adapters) and how many parameters the optimizer updates."""
+
+    weights: Range
+    weights_note: str
+    trainable: float
+    train_note: str
+
+
+@dataclass(slots=True)
+class _ModelStates:
+    """Gradients and optimizer states of the trainable parameters on this device (ZeRO-sharded)."""
+
+    grad_prec: str
+    grad_shards: int
+    grads_full: float  # unsharded, for the DDP / ZeRO buckets
+    grads: Range
+    per_param_optimizer: float
+    optimizer_shards: int
+    optimizer: Range
+    step_temp: float  # the foreach optimizer step's parameter-sized temporary
+
+
+@dataclass(slots=True)
+class _Activations:
+    """Activation bytes at each instant of the step, and the gradients that exist at the backward ones."""
+
+    batch: Range  # input_ids and labels, held in every phase
+    forward: float
+    backward_start: float
+    backward_head: float
+    backward_first_layer: float
+    backward_end: float
+    head_grad: float
+    untied_embedding_grad: float  # not yet allocated at the first layer's backward
+    embedding_grad_extra: float  # a tied embedding's dense gradient (+ the sum with the head's)
+
+
+def training_stage(
+    w: Workload, stage: parallel.Stage, layer_p: float, emb_p: float, head_p: float, total_params: int
+) -> StagePhases:
+    """The stage's phases of one training step; the largest is its peak."""
+    assert w.training is not None
+    spec, t, prec = w.spec, w.training, w.precision
+    d = nbytes(prec.compute or "bf16")
+    lo, hi = activation_band(w.runtime.device)
+    fp16_cuda = w.runtime.device == "cuda" and (prec.compute or "bf16") == "fp16"
+    x = activation_shape(spec, stage, t.micro_batch_size, t.sequence_length, t.sequence_length, d, fp16_cuda)
+    params = _trainable(w, spec, stage, layer_p, emb_p, head_p, total_params, d)
+    states = _model_states(w, spec, stage, params.trainable)
+    a = _activations(w, spec, stage, x, states)
+    weights, optimizer, batch = params.weights, states.optimizer, a.batch
+
+    out = StagePhases(stage.name)
+    out.fixed["workspace"] = _workspace(w, spec, stage, layer_p, params.trainable, states, x)
+
+    def band(v: float) -> Range:
+        return Range.spread(v, lo, hi)
+
+    out.phases["forward"] = {"weights": weights, "optimizer_state": optimizer, "activations": band(a.forward) + batch}
+    out.phases["backward"] = {
+        "weights": weights,
+        "optimizer_state": optimizer,
+        # measured (CPU profiler): the backward peak is at log_softmax backward, before any
+        # parameter gradient exists; the LM head gradient arrives after the loss buffers are freed
+        "activations": band(a.backward_start) + batch,
+        "gradients": ZERO,
+    }
+    out.phases["backward_head"] = {
+        "weights": weights,
+        "optimizer_state": optimizer,
+        "activations": band(a.backward_head) + batch,
+        "gradients": Range.exact(a.head_grad),
+    }
+    out.phases["backward_first_layer"] = {
+        "weights": weights,
+        "optimizer_state": optimizer,
+        "activations": band(a.backward_first_layer) + batch,
+        "gradients": Range.exact(states.grads.bytes - a.untied_embedding_grad),
+    }
+    out.phases["backward_end"] = {
+        "weights": weights,
+        "optimizer_state": optimizer,
+        "activations": band(a.backward_end) + batch,
+        "gradients": states.grads + Range.exact(a.embedding_grad_extra),
+    }
+    out.phases["optimizer_step"] = {
+        "weights": weights,
+        "optimizer_state": optimizer,
+        "gradients": states.grads,
+        "workspace": Range.exact(states.step_temp),
+        "activations": batch,
+    }
+    out.notes.update(_notes(w, stage, params, states))
+    out.transient_for_fragmentation = int(max(a.forward, a.backward_start))
+    out.live_tensors = param_tensors(spec, stage.layers) * (4 if t.method == "full" else 1)
+    return out
+
+
+def _trainable(
+    w: Workload,
+    spec: ModelSpec,
+    stage: parallel.Stage,
+    layer_p: float,
+    emb_p: float,
+    head_p: float,
+    total_params: int,
+    d: float,
+) -> _Trainable:
+    assert w.training is not None
+    t, prec = w.training, w.precision
+    device_params = layer_p + emb_p + head_p
+    # an unsplit device holds the model's exact parameter count, not the sum of the per-part split
+    exact_params = total_params if (stage.name == "only" and stage.tensor == 1) else device_params
+
+    # weights (ZeRO-3 partitions them over the data-parallel group)
+    w_bytes, w_note = weight_bytes(
+        layer_p, emb_p, head_p, prec.weights, w.model.weights_bytes if w.model else None, total_params
+    )
+    if (
+        exact_params == total_params
+        and prec.weights in ("fp32", "bf16", "fp16")
+        and not (w.model and w.model.weights_bytes)
+    ):
+        w_bytes = int(total_params * nbytes(prec.weights))
+    z3 = stage.zero_shards_parameters
+    w_bytes = w_bytes // z3 if w_bytes % z3 == 0 else math.ceil(w_bytes / z3)
+
+    if t.method == "full":
+        trainable = exact_params
+        adapter_bytes = 0
+        train_note = "all parameters trainable"
+    else:
+        x0 = activation_shape(spec, stage, 1, 1, 1, d)
+        trainable = tr.lora_parameters(
+            spec.hidden_size, x0.q, x0.kv, x0.inter, stage.layers, t.lora.rank, list(t.lora.target_modules)
+        )
+        adapter_bytes = int(trainable * nbytes(prec.master_weights or prec.compute or "bf16"))
+        train_note = (
+            f"LoRA rank {t.lora.rank} on {', '.join(t.lora.target_modules)}: {trainable:,} trainable parameters"
+        )
+    weights_note = (
+        w_note
+        + (f" / {z3} (ZeRO-3 partitions)" if z3 > 1 else "")
+        + (f"; + LoRA adapters {adapter_bytes:,} B" if adapter_bytes else "")
+    )
+    return _Trainable(Range.exact(w_bytes + adapter_bytes), weights_note, trainable, train_note)
+
+
+def _model_states(w: Workload, spec: ModelSpec, stage: parallel.Stage, trainable: float) -> _ModelStates:
+    assert w.training is not None
+    t, prec = w.training, w.precision
+    grad_prec = prec.gradients or prec.weights
+    if grad_prec not in ("fp32", "bf16", "fp16"):
+        grad_prec = "bf16"  # quantized weights (QLoRA) still get half-precision gradients
+    g_shards = stage.zero_shards_gradients
+    grads_full = trainable * nbytes(grad_prec)
+    grads = Range.exact(
+        grads_full / g_shards
+        if (grads_full / g_shards) == int(grads_full / g_shards)
+        else math.ceil(grads_full / g_shards)
+    )
+    per_param_opt = tr.optimizer_state_bytes_per_param(
+        t.optimizer,
+        prec.weights if t.method == "full" else (prec.master_weights or prec.compute or "bf16"),
+        prec.master_weights,
+        spec.hidden_size,
+    )
+    o_shards = stage.zero_shards_optimizer
+    opt_total = trainable * per_param_opt
+    opt_bytes = opt_total / o_shards
+    opt_bytes = int(opt_bytes) if opt_bytes == int(opt_bytes) else math.ceil(opt_bytes)
+    step_scalars = 0
+    if w.runtime.device == "cpu":
+        n_tensors = (
+            param_tensors(spec, stage.layers) if t.method == "full" else 2 * stage.layers * len(t.lora.target_modules)
+        )
+        step_scalars = tr.adam_step_tensors_bytes(t.optimizer, n_tensors)
+        opt_bytes += step_scalars
+    # AdamW-step ranges (round 4): low counts no `step` scalars, since `param_tensors` is only an upper
+    # bound (fused experts / projections, LayerNorm models: up to 184 tensors, 736 B, too many measured)
+    optimizer = Range(opt_bytes - step_scalars, opt_bytes, opt_bytes)
+    step_temp = (
+        trainable * tr.optimizer_step_transient_per_param(t.optimizer, prec.weights, prec.master_weights) / o_shards
+    )
+    return _ModelStates(grad_prec, g_shards, grads_full, grads, per_param_opt, o_shards, optimizer, step_temp)
+
+
+def _forward_saved(
+    w: Workload, spec: ModelSpec, stage: parallel.Stage, x: act.Shape
+) -> tuple[float, float, float, float, float]:
+    """What the forward keeps: (saved by the layers, embedding output, model-level tensors, model-level
+    tensors still alive in backward, one sliding layer's saved mask copy)."""
+    assert w.training is not None
+    attention, mode = w.runtime.attention, w.training.activation_checkpointing
+    s, d = x.s, x.d
+    gqa_sdpa = attention != "eager" and spec.head_dim <= 256
+    sp_t = stage.tensor if stage.sequence_parallel else 1
+    per_layer = act.training_saved_per_layer(spec, x, attention, not gqa_sdpa, mode, sp_t)
+    saved_layers = per_layer * stage.layers * stage.in_flight_microbatches
+    # masks: eager additive masks (two with a sliding mapping), or an SDPA sliding bool mask; every
+    # sliding SDPA layer saves its converted (additive, dtype d) copy of the bool mask for backward
+    # the training step passes no 2D attention mask (labels only): a sliding bool mask is batch-broadcast
+    mask, sliding_mask_copy = act.attention_masks(spec, x, attention, s, batch_broadcast=True)
+    sliding_layers = round(spec.num_sliding_layers * stage.layers / spec.num_layers) if spec.num_layers else 0
+    if mode == "none" and sliding_mask_copy:
+        saved_layers += sliding_mask_copy * sliding_layers * stage.in_flight_microbatches
+    # the embedding output is the model forward's `inputs_embeds` local. An fp32 RMSNorm, or the
+    # LayerNorm of a model without learned positions, saves it as layer 0's norm input (already in
+    # `saved_layers`); a bf16/fp16 RMSNorm saves its fp32 upcast and a learned-position LayerNorm model
+    # saves the sum with the position embeddings, so there it is a separate tensor that lives only
+    # through the forward. With full checkpointing it is layer 0's checkpoint input.
+    embed_saved_by_norm = (spec.norm == "rms" and d >= 4) or (spec.norm == "layer" and not spec.learned_positions)
+    embed_out = x.tokens * x.h * d if (mode != "full" and not embed_saved_by_norm) else 0
+    # training forward: position_ids = cache_position.unsqueeze(0), so cos/sin (or the learned position
+    # embeddings) have batch 1 (modeling_llama.LlamaModel.forward); the rope muls save cos and sin,
+    # so they stay alive into backward
+    positions = act.rope_tables_bytes(spec, s, d)
+    kept_positions = 0 if spec.learned_positions else positions
+    model_level = positions + s * 8 + mask + act.unread_masks(spec, x, attention, s, batch_broadcast=True)
+    # with full checkpointing the masks and cos/sin are inputs of every checkpointed layer, so
+    # torch.utils.checkpoint keeps them until that layer's backward
+    kept_model_level = kept_positions + (mask if mode == "full" else 0)
+    return saved_layers, embed_out, model_level, kept_model_level, sliding_mask_copy
+
+
+def _activations(
+    w: Workload, spec: ModelSpec, stage: parallel.Stage, x: act.Shape, states: _ModelStates
+) -> _Activations:
+    assert w.training is not None
+    t, attention = w.training, w.runtime.attention
+    d = x.d
+    saved_layers, embed_out, model_level, kept_model_level, sliding_mask_copy = _forward_saved(w, spec, stage, x)
+    # the batch the training loop holds in every phase: input_ids and labels (int64); labels may be
+    # input_ids itself (low), a collator may add an attention_mask (high)
+    batch = Range(x.tokens * 8, 2 * x.tokens * 8, 3 * x.tokens * 8)
+    gqa_sdpa = attention != "eager" and spec.head_dim <= 256
+    full_ckpt = t.activation_checkpointing == "full"
+    recompute = act.training_layer_recompute(spec, x, attention, not gqa_sdpa) if full_ckpt else 0
+    if recompute and sliding_mask_copy:
+        recompute += sliding_mask_copy
+    bwd_transient = act.training_backward_transient(spec, x)
+    if stage.holds_head:
+        final_norm = act._norm_saved(spec, x)
+        loss_fwd = act.loss_peak(x, spec)
+        loss_keep = act.loss_saved(x, spec)
+    else:
+        final_norm = loss_fwd = loss_keep = 0
+    # a V×h gradient (head, or embedding) in the gradient dtype, on this tensor-parallel rank
+    vocab_grad = (spec.vocab_size * spec.embed_dim / stage.tensor) * nbytes(states.grad_prec)
+    full = t.method == "full"
+    head_grad = (vocab_grad if (stage.holds_head and full) else 0) / states.grad_shards
+    emb_grad_transient = vocab_grad if (spec.tie_word_embeddings and full and stage.holds_embedding) else 0
+
+    fwd_act = (
+        saved_layers + embed_out + model_level + final_norm + (act.loss_forward(x, spec) if stage.holds_head else 0)
+    )
+    bwd_start_act = saved_layers + kept_model_level + final_norm + max(loss_fwd, loss_keep + recompute + bwd_transient)
+    # late backward, the stage's first layer: its recompute and gradients, the gradient of its input,
+    # cos/sin (and checkpointed masks) still saved; every parameter gradient exists but the untied
+    # embedding's, which EmbeddingBackward0 allocates only after this layer's backward has returned
+    bwd_layer0_act = recompute + bwd_transient + x.tokens * x.h * d + kept_model_level
+    untied_emb_grad = (
+        vocab_grad / states.grad_shards if (not spec.tie_word_embeddings and full and stage.holds_embedding) else 0
+    )
+    # end of backward (EmbeddingBackward0): all gradients over the gradient of the embedding output
+    # alone (+ a tied embedding's dense gradient, which EmbeddingBackward0 computes from it)
+    bwd_end_act = x.tokens * x.h * d if stage.holds_embedding else 0
+    # tied weight used twice (head matmul + embedding lookup): once EmbeddingBackward0 has returned (its
+    # grad_output freed) autograd sums its contribution with the head's (counted in `grads`), so three
+    # V·h tensors are live at that aten::add: measured in round 4 in fp32 and bf16 alike
+    tied_sum = emb_grad_transient if emb_grad_transient > bwd_end_act else 0
+    if tied_sum:
+        bwd_end_act = 0
+    return _Activations(
+        batch=batch,
+        forward=fwd_act,
+        backward_start=bwd_start_act,
+        # the LM head's gradient, over the full logits' gradient
+        backward_head=saved_layers + kept_model_level + final_norm + x.tokens * x.vocab * d,
+        backward_first_layer=bwd_layer0_act,
+        backward_end=bwd_end_act,
+        head_grad=head_grad,
+        untied_embedding_grad=untied_emb_grad,
+        embedding_grad_extra=emb_grad_transient + tied_sum,
+    )
+
+
+def _workspace(
+    w: Workload,
+    spec: ModelSpec,
+    stage: parallel.Stage,
+    layer_p: float,
+    trainable: float,
+    states: _ModelStates,
+    x: act.Shape,
+) -> Range:
+    """Alive in every phase: ZeRO-3 gathered layers, DDP/ZeRO buckets, a QLoRA dequantized matrix."""
+    assert w.training is not None
+    layer_params_full = (layer_p / max(stage.layers, 1)) if stage.layers else 0
+    # ZeRO-3: two layers' full parameters gathered at once
+    zero3_gather = (
+        2 * layer_params_full * nbytes(w.precision.weights) if stage.zero_stage >= 3 and stage.data > 1 else 0
+    )
+    buckets = 0.0
+    if stage.data > 1:
+        if stage.zero_stage == 0:
+            buckets = states.grads_full  # DDP gradient buckets (gradient_as_bucket_view=False)
+        else:
+            buckets = min(5e8, trainable) * nbytes(states.grad_prec)  # DeepSpeed reduce bucket 5e8 elements
+    ws_fixed = Range.exact(zero3_gather + buckets)
+    qlora_dequant = 0
+    if w.training.method == "qlora":
+        qlora_dequant = spec.hidden_size * max(x.inter, x.q) * x.d  # one dequantized matrix at a time
+    return ws_fixed + Range.exact(qlora_dequant)
+
+
+def _notes(w: Workload, stage: parallel.Stage, params: _Trainable, states: _ModelStates) -> dict[str, str]:
+    assert w.training is not None
+    t, prec = w.training, w.precision
+    notes: dict[str, str] = {}
+    if states.step_temp:
+        # torch.optim foreach step: e.g. AdamW's _foreach_sqrt(exp_avg_sq) is a parameter-sized temporary
+        notes["workspace"] = (
+            "cpu device: no library workspaces" if w.runtime.device == "cpu" else "cuBLAS workspace (:4096:2:16:8)"
+        ) + f"; optimizer step: {t.optimizer} foreach temporary {int(states.step_temp):,} B"
+    grad_note = f"{params.trainable:,} trainable parameters × {nbytes(states.grad_prec):g} B ({states.grad_prec})" + (
+        f" / {states.grad_shards} (ZeRO-{stage.zero_stage})" if states.grad_shards > 1 else ""
+    )
+    notes["weights"] = params.weights_note
+    notes["gradients"] = grad_note + "; absent in forward (zero_grad(set_to_none=True))"
+    notes["optimizer_state"] = (
+        f"{t.optimizer}: {states.per_param_optimizer:g} B/param"
+        + (" incl. fp32 master copy" if prec.master_weights else " (states in the parameter dtype)")
+        + (f" / {states.optimizer_shards} (ZeRO-{stage.zero_stage})" if states.optimizer_shards > 1 else "")
+    )
+    notes["activations"] = (
+        f"{t.activation_checkpointing} recomputation, {w.runtime.attention} attention,"
+        f" {t.micro_batch_size}×{t.sequence_length} tokens × {stage.layers} layers"
+        + (
+            f" × {stage.in_flight_microbatches} in-flight micro-batches (1F1B)"
+            if stage.in_flight_microbatches > 1
+            else ""
+        )
+        + ("; logits, fp32 upcast and cross-entropy copies" if stage.holds_head else "")
+        + f"; {params.train_note}"
+    )
+    return notes
