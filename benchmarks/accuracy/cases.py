@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 
+from budgets.engine import SUPPORTED_MODEL_TYPES
+
 # --- model configs (content of a config.json; dropouts 0) ----------------------------------------
 
 LLAMA_GQA = {  # Llama-3-style: GQA 8q/2kv, gated MLP, untied head
@@ -1237,22 +1239,9 @@ HOLDOUT_ROUND3_CASES: list[dict] = [
 # Shapes (fixed by batch): generate B1 = 1 x 192 prompt + 12 tokens, B4 = 4 x 96 + 12; training
 # B1 = 1 x 192, B4 = 4 x 64; 3 steps (harness). 14 x 9 = 126 cases.
 
-ROUND4_MODEL_TYPES: tuple[str, ...] = (
-    "llama",
-    "mistral",
-    "mixtral",
-    "qwen2",
-    "qwen2_moe",
-    "qwen3",
-    "qwen3_moe",
-    "gemma",
-    "gemma2",
-    "gemma3_text",
-    "phi3",
-    "gpt2",
-    "gpt_neox",
-    "opt",
-)
+# Every model type the engine supports, in its order (the design's index k follows it), less gemma3:
+# the harness builds text-only causal LMs and gemma3 is the multimodal wrapper (gemma3_text is in).
+ROUND4_MODEL_TYPES: tuple[str, ...] = tuple(t for t in SUPPORTED_MODEL_TYPES if t != "gemma3")
 ROUND4_EXCLUDED_MODEL_TYPES: dict[str, str] = {
     "gemma3": "multimodal Gemma3ForConditionalGeneration: the harness needs a text-only causal LM config",
 }
