@@ -78,3 +78,22 @@ def measurement_document(**overrides: Any) -> dict[str, Any]:
     }
     document.update(overrides)
     return document
+
+
+def claimed_job(api, node_name: str = "n1"):  # type: ignore[no-untyped-def]
+    """Through the API: the tiny CPU workload, an order on a CPU configuration with one live node, and
+    a job claimed by that node (attempt 1). Returns (claimed job, node)."""
+    from django.utils import timezone
+
+    from catalog.models import Node
+    from measurements import services
+
+    configuration = cpu_configuration()
+    node = Node.objects.create(name=node_name, configuration=configuration, last_heartbeat_at=timezone.now())
+    workload = api.post("/api/v1/workloads/", TINY_CPU_WORKLOAD, format="json").json()
+    order = api.post("/api/v1/orders/", {"workload": workload["id"], "configuration": configuration.slug},
+                     format="json").json()  # fmt: skip
+    job_id = api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {}, format="json").json()["id"]
+    claimed = services.acceptance_job_claim(job_id, node.name)
+    assert claimed is not None and claimed.attempt == 1
+    return claimed, node

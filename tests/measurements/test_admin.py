@@ -5,32 +5,22 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.utils import timezone
 
-from catalog.models import Node
 from measurements import services
 from measurements.chart import timeline_svg
-from measurements.models import AcceptanceJob, Measurement
+from measurements.models import Measurement
 
-from .helpers import TINY_CPU_WORKLOAD, cpu_configuration, measurement_document
+from .helpers import claimed_job, measurement_document
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def measured(api):  # type: ignore[no-untyped-def]
-    configuration = cpu_configuration()
-    node = Node.objects.create(name="n1", configuration=configuration, last_heartbeat_at=timezone.now())
-    workload = api.post("/api/v1/workloads/", TINY_CPU_WORKLOAD, format="json").json()
-    order = api.post("/api/v1/orders/", {"workload": workload["id"], "configuration": configuration.slug},
-                     format="json").json()  # fmt: skip
-    job = AcceptanceJob.objects.get(pk=api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {},
-                                                format="json").json()["id"])  # fmt: skip
-    claimed = services.acceptance_job_claim(job.pk, node.name)
-    assert claimed is not None
+    claimed, node = claimed_job(api)
     document = measurement_document(peaks={"framework_allocated_bytes": 3 * 2**20, "host_rss_bytes": 400 * 2**20,
                                            "reasons": {"device_used_bytes": "no NVML <here>"}})  # fmt: skip
-    measurement = services.acceptance_job_finish(job.pk, node.name, claimed.attempt, document)
+    measurement = services.acceptance_job_finish(claimed.job_id, node.name, claimed.attempt, document)
     assert measurement is not None
     return measurement
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from django.utils import timezone
 
-from catalog.models import Node
 from measurements import services
 from measurements.models import AcceptanceJob, Measurement
 
-from .helpers import TINY_CPU_WORKLOAD, cpu_configuration, measurement_document
+from .helpers import claimed_job, measurement_document
 
 pytestmark = pytest.mark.django_db
 
@@ -17,15 +15,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def running(api):  # type: ignore[no-untyped-def]
     """A job claimed by node n1 (attempt 1)."""
-    configuration = cpu_configuration()
-    node = Node.objects.create(name="n1", configuration=configuration, last_heartbeat_at=timezone.now())
-    workload = api.post("/api/v1/workloads/", TINY_CPU_WORKLOAD, format="json").json()
-    order = api.post("/api/v1/orders/", {"workload": workload["id"], "configuration": configuration.slug},
-                     format="json").json()  # fmt: skip
-    job_id = api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {}, format="json").json()["id"]
-    claimed = services.acceptance_job_claim(job_id, node.name)
-    assert claimed is not None and claimed.attempt == 1
-    return claimed, node
+    return claimed_job(api)
 
 
 def test_a_late_result_of_a_reaped_attempt_does_not_end_the_next_one(running) -> None:  # type: ignore[no-untyped-def]

@@ -104,7 +104,8 @@ def test_an_acceptance_job_through_the_api_measures_and_decides_the_order(start_
     assert measurement["document"]["versions"]["packages"]["torch"]
 
 
-def test_a_worker_killed_mid_job_leaves_the_job_to_the_nodes_next_worker(start_worker, api) -> None:  # type: ignore[no-untyped-def]
+def _slow_job(start_worker, api):  # type: ignore[no-untyped-def]
+    """A worker on a CPU node, and a job of the ~4 s progress-reporting program queued to it."""
     configuration = cpu_configuration()
     worker = start_worker()
     worker.wait_for_node()
@@ -112,6 +113,11 @@ def test_a_worker_killed_mid_job_leaves_the_job_to_the_nodes_next_worker(start_w
     order = _order(api, configuration)
     job_id = api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {"program": program.slug},
                       format="json").json()["id"]  # fmt: skip
+    return worker, order, job_id
+
+
+def test_a_worker_killed_mid_job_leaves_the_job_to_the_nodes_next_worker(start_worker, api) -> None:  # type: ignore[no-untyped-def]
+    worker, order, job_id = _slow_job(start_worker, api)
     _wait_job(api, job_id, {"running"}, worker=worker)
 
     worker.kill()
@@ -132,13 +138,7 @@ def test_a_worker_killed_mid_job_leaves_the_job_to_the_nodes_next_worker(start_w
 
 
 def test_a_job_whose_attempts_are_used_up_ends_interrupted(start_worker, api) -> None:  # type: ignore[no-untyped-def]
-    configuration = cpu_configuration()
-    worker = start_worker()
-    worker.wait_for_node()
-    program = _program("slow", configuration, "{python}", "-c", SLOW_PROGRAM, MARKER)
-    order = _order(api, configuration)
-    job_id = api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {"program": program.slug},
-                      format="json").json()["id"]  # fmt: skip
+    worker, order, job_id = _slow_job(start_worker, api)
     AcceptanceJob.objects.filter(pk=job_id).update(max_attempts=1)
     _wait_job(api, job_id, {"running"}, worker=worker)
     worker.kill()
