@@ -1,0 +1,60 @@
+"""The published training / framework-inference peaks: complete records, valid workloads, the hold-out rule,
+and a comparison that reads the measured view."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from benchmarks.gpu_published import peaks
+
+RECORDS = peaks.load_records()
+PINNED_URL = re.compile(r"^https://github\.com/[^/]+/[^/]+/blob/[0-9a-f]{40}/\S+$")
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=lambda r: r["id"])
+def test_record_names_its_source_quote_view_and_unit(record: dict) -> None:
+    assert PINNED_URL.match(record["source"]) and PINNED_URL.match(record["method_source"])
+    assert record["quote"] and all(isinstance(line, str) and line.strip() for line in record["quote"])
+    assert record["group"] in peaks.GROUPS
+    assert record["view"] in peaks.VIEW_KEYS
+    assert record["measured"]["printed_unit"] in ("GB", "GiB")
+    assert record["measured"]["bytes_per_unit"] in (10**9, 2**30)
+    assert record["measured"]["value"] > 0
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=lambda r: r["id"])
+def test_workload_validates_under_the_record_id(record: dict) -> None:
+    assert peaks.workload(record).name == record["id"]
+
+
+def test_ids_are_unique_and_every_third_record_is_held_out() -> None:
+    assert len({r["id"] for r in RECORDS}) == len(RECORDS)
+    assert [r["holdout"] for r in RECORDS] == [i % 3 == 0 for i in range(1, len(RECORDS) + 1)]
+    for group in peaks.GROUPS:
+        members = [r for r in RECORDS if r["group"] == group]
+        assert any(r["holdout"] for r in members) and any(not r["holdout"] for r in members)
+
+
+def _measuring(record: dict, view: str, gib: float) -> dict:
+    return {**record, "view": view, "measured": {"value": gib, "printed_unit": "GiB", "bytes_per_unit": 2**30}}
+
+
+def test_compare_reads_the_engine_on_the_records_view() -> None:
+    record = next(r for r in RECORDS if r["group"] == "training")
+    reserved = peaks.engine_view(_measuring(record, "reserved", 1.0))["bytes"] / 2**30
+    on_reserved = peaks.compare(_measuring(record, "reserved", reserved))
+    on_allocated = peaks.compare(_measuring(record, "allocated", reserved))
+    assert on_reserved["error_pct"] == pytest.approx(0.0, abs=1e-9) and on_reserved["within"]
+    assert on_allocated["engine_gib"] < on_reserved["engine_gib"]
+    assert on_allocated["error_pct"] < 0
+
+
+def test_a_part_meets_its_target_at_eighty_percent_within() -> None:
+    def rows(within: int, total: int) -> list[dict]:
+        return [{"within": i < within} for i in range(total)]
+
+    assert peaks.meets_target(rows(4, 5))
+    assert not peaks.meets_target(rows(3, 5))
+    assert not peaks.meets_target([])
