@@ -53,8 +53,9 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None, device_
     par = w.parallelism
     device = w.runtime.device
     training = w.task == "training"
-    runtime_r, runtime_note = rt.cuda_context(device, w.runtime.cuda_version_tuple)
-    ws_base = ws.cublas(device) + ws.nccl(device, par.tensor, par.pipeline, par.data if training else 1)
+    runtime_r, runtime_note = rt.cuda_context(device, w.runtime.cuda_version_tuple, device_name)
+    data = par.data if training else 1
+    ws_base = ws.cublas(device, device_name) + ws.nccl(device, par.tensor, par.pipeline, data)
     ws_base = ws_base + ws.attention_backend(device, w.runtime.attention)
     stages = parallel.stages(
         spec,
@@ -71,7 +72,7 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None, device_
         st = _stage_phases(w, spec, stage, pc, total_params, device_memory_bytes, device_name)
         if st.serving is not None:
             plans.append(st.serving)
-        db = _device_budget(w, st, runtime_r, runtime_note, ws_base)
+        db = _device_budget(w, st, runtime_r, runtime_note, ws_base, device_name)
         if best is None or db.total_bytes > best[0].total_bytes:
             best = (db, stage.name)
     assert best is not None
@@ -134,7 +135,9 @@ def _stage_phases(
     return st
 
 
-def _device_budget(w: Workload, st: StagePhases, runtime_r: Range, runtime_note: str, ws_base: Range) -> DeviceBudget:
+def _device_budget(
+    w: Workload, st: StagePhases, runtime_r: Range, runtime_note: str, ws_base: Range, device_name: str | None
+) -> DeviceBudget:
     """The stage's largest phase (with the components alive in every phase) plus fragmentation."""
     fixed = dict(st.fixed)
     fixed["workspace"] = fixed.get("workspace", ZERO) + ws_base
@@ -148,7 +151,7 @@ def _device_budget(w: Workload, st: StagePhases, runtime_r: Range, runtime_note:
         st.preallocated,
     )
     comp_max["fragmentation"] = [fr.low, fr.bytes, fr.high]
-    notes = _notes(w, st, runtime_note)
+    notes = _notes(w, st, runtime_note, device_name)
     comps = tuple(
         ComponentBudget(name, comp_max[name][0], comp_max[name][1], comp_max[name][2], notes.get(name, ""))
         for name in COMPONENT_NAMES
@@ -200,7 +203,7 @@ def _phase_peaks(
     return phases, comp_max, best_name, best_bytes, best_low, best_high
 
 
-def _notes(w: Workload, st: StagePhases, runtime_note: str) -> dict[str, str]:
+def _notes(w: Workload, st: StagePhases, runtime_note: str, device_name: str | None) -> dict[str, str]:
     """The stage's notes, with the defaults for the components it did not describe."""
     device = w.runtime.device
     notes = dict(st.notes)
@@ -210,14 +213,19 @@ def _notes(w: Workload, st: StagePhases, runtime_note: str) -> dict[str, str]:
         "cpu device: tensors only"
         if device == "cpu"
         else (
-            "caching allocator: 2 MiB rounding of large blocks and split-block waste"
-            + (" (expandable_segments)" if w.runtime.expandable_segments else "")
+            (
+                "caching allocator, expandable_segments: 512 B block rounding, one partly used page per pool"
+                if w.runtime.expandable_segments
+                else "caching allocator: segment tails (2 MiB rounding, 20 MiB segments for 1–10 MiB requests)"
+            )
+            + "; split-block slack on the transient bytes (assumed fraction)"
         ),
     )
-    notes.setdefault(
-        "workspace",
-        "cuBLAS workspace (:4096:2:16:8)" if device == "cuda" else "cpu device: no library workspaces",
-    )
+    # the library workspaces are in every stage's workspace; a stage's note adds what else it holds
+    par = w.parallelism
+    data = par.data if w.task == "training" else 1
+    library = ws.library_note(device, device_name, par.tensor, par.pipeline, data)
+    notes["workspace"] = library + (f"; {st.notes['workspace']}" if "workspace" in st.notes else "")
     notes.setdefault("kv_cache", "no KV cache (training forward runs with use_cache=False)")
     notes.setdefault("gradients", "inference: no gradients")
     notes.setdefault("optimizer_state", "inference: no optimizer")

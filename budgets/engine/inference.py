@@ -271,9 +271,7 @@ def vllm_stage(
         f"vLLM profile run: forward over {batched} batched tokens {forward:,} B; sampler over"
         f" {min(seqs, batched)} rows × {spec.vocab_size:,} vocabulary {sampler:,} B; the larger is the peak"
     )
-    out.notes["workspace"] = (
-        "cuBLAS workspace; CUDA graphs (captured after the KV cache); non-torch growth (lazily loaded modules)"
-    )
+    out.notes["workspace"] = "CUDA graphs (captured after the KV cache); non-torch growth (lazily loaded modules)"
     out.transient_for_fragmentation = activations.bytes
     out.live_tensors = param_tensors(spec, stage.layers)
     return out

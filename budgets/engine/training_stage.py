@@ -346,9 +346,7 @@ def _notes(w: Workload, stage: parallel.Stage, params: _Trainable, states: _Mode
     notes: dict[str, str] = {}
     if states.step_temp:
         # torch.optim foreach step: e.g. AdamW's _foreach_sqrt(exp_avg_sq) is a parameter-sized temporary
-        notes["workspace"] = (
-            "cpu device: no library workspaces" if w.runtime.device == "cpu" else "cuBLAS workspace (:4096:2:16:8)"
-        ) + f"; optimizer step: {t.optimizer} foreach temporary {int(states.step_temp):,} B"
+        notes["workspace"] = f"optimizer step: {t.optimizer} foreach temporary {int(states.step_temp):,} B"
     grad_note = f"{params.trainable:,} trainable parameters × {nbytes(states.grad_prec):g} B ({states.grad_prec})" + (
         f" / {states.grad_shards} (ZeRO-{stage.zero_stage})" if states.grad_shards > 1 else ""
     )

@@ -1,36 +1,90 @@
-"""Library workspaces and communication buffers (constants per stack; calibrate per node).
+"""Library workspaces and communication buffers, by architecture and parallel plan.
 
-cuBLAS: CUBLAS_WORKSPACE_CONFIG default `:4096:2:16:8` = 2 × 4 MiB + 8 × 16 KiB per handle/stream.
-NCCL: per communicator buffers (NCCL_BUFFSIZE 4 MiB × channels × peers); vLLM reports ≈0.13 GiB of
-non-torch memory at TP1 and ≈0.55 GiB at TP2 (budget-engine.md §5.4).
-ZeRO-3: all-gathered layers (current + prefetched) live beside the shards (DeepSpeed#5305).
+cuBLAS and cuBLASLt: one workspace each per (handle, stream), sized by PyTorch from the compute capability
+(pytorch/pytorch@26a3905 aten/src/ATen/cuda/CublasHandlePool.cpp). The engine counts one pair, the
+compute stream. NCCL: buffers per communicator; each parallel dimension of degree > 1 (tensor, pipeline,
+data) is one communicator. ZeRO-3's gathered layers are in `training_stage.py`. Sources and quotes:
+`budgets/engine/CUDA_TERMS.md`.
 """
 
 from __future__ import annotations
 
-from ..budget import Range
+from ..budget import ZERO, Range
+from .runtime import architecture
 
+MB = 10**6
 MIB = 2**20
-CUBLAS_PER_HANDLE = 2 * 4 * MIB + 8 * 16 * 1024  # bytes
+
+# parseChosenWorkspaceSize(): "/* :4096:2:16:8 default, 32MiB for Hopper */"
+#   default_size = sm90 ? 4096 * 8 * 1024 : 4096 * 1024 * 2 + 16 * 1024 * 8
+CUBLAS_DEFAULT = 4096 * 1024 * 2 + 16 * 1024 * 8  # 8,519,680 B (pytorch#95668 saw exactly this left allocated)
+CUBLAS_32MIB = 4096 * 8 * 1024  # Hopper (sm_90); Blackwell (sm_100/120) too since pytorch PR #175344
+CUBLAS_WORKSPACE: dict[str, Range] = {
+    "hopper": Range.exact(CUBLAS_32MIB),
+    "blackwell": Range(CUBLAS_DEFAULT, CUBLAS_32MIB, CUBLAS_32MIB),  # 8 MiB before PR #175344, 32 MiB after
+}
+# parseCUDABlasLtWorkspaceSize(): "size_t workspace_size = 1024; /* default size in KiB according to #73328 */"
+CUBLASLT_DEFAULT = 1024 * 1024
+# PR #120925 (merged 2024-03, reverted "a few times" since, pytorch#139300) used the cuBLAS recommendation:
+# "the recommended workspace size for Hopper is 32 MiB and for the rest architectures 4 MiB"
+CUBLASLT_RAISED_OTHER = 4 * MIB
+
+# NCCL per communicator on one device (NVIDIA/nccl#964, 4×A100 NVLink, after a 4 MB all-reduce):
+# "for group with only 2 devices, it requires 544 MB. And for group with more than 2 devices, it requires
+# 688 MB"; NVIDIA/nccl#864: "when an NCCL communicator is established and allreduce communication is
+# performed, the memory occupies about 1.6GB"
+NCCL_PAIR = 544 * MB
+NCCL_GROUP = 688 * MB
+NCCL_HIGH = 1600 * MB
 
 
-def cublas(device: str) -> Range:
+def cublas(device: str, device_name: str | None = None) -> Range:
+    """cuBLAS + cuBLASLt workspaces of one (handle, stream) pair on this device's architecture."""
     if device == "cpu":
-        return Range(0, 0, 0)
-    return Range(CUBLAS_PER_HANDLE, CUBLAS_PER_HANDLE, 2 * CUBLAS_PER_HANDLE)
+        return ZERO
+    arch = architecture(device_name)
+    if arch.known:
+        blas = CUBLAS_WORKSPACE.get(arch.family, Range.exact(CUBLAS_DEFAULT))
+    else:
+        blas = Range(CUBLAS_DEFAULT, CUBLAS_DEFAULT, CUBLAS_32MIB)
+    # low: TORCH_CUBLASLT_UNIFIED_WORKSPACE=1 shares the cuBLAS workspace; high: PR #120925's sizes
+    lt_high = CUBLASLT_RAISED_OTHER if arch.family in ("ampere", "ada", "turing", "volta") else CUBLAS_32MIB
+    return blas + Range(0, CUBLASLT_DEFAULT, lt_high)
+
+
+def communicators(tensor: int, pipeline: int, data: int) -> tuple[int, ...]:
+    """The sizes of the NCCL communicators one device belongs to: one per parallel degree above 1."""
+    return tuple(size for size in (tensor, pipeline, data) if size > 1)
 
 
 def nccl(device: str, tensor: int, pipeline: int, data: int) -> Range:
-    if device == "cpu" or tensor * pipeline * data == 1:
-        return Range(0, 0, 0)
-    if tensor > 1 or pipeline > 1:
-        return Range(128 * MIB, 420 * MIB, 1024 * MIB)
-    return Range(64 * MIB, 200 * MIB, 512 * MIB)
+    """NCCL buffers of every communicator this device belongs to (nccl#986: "More communicators = more
+    memory used")."""
+    if device == "cpu":
+        return ZERO
+    total = ZERO
+    for size in communicators(tensor, pipeline, data):
+        total = total + Range(NCCL_PAIR, NCCL_PAIR if size == 2 else NCCL_GROUP, NCCL_HIGH)
+    return total
+
+
+def library_note(device: str, device_name: str | None, tensor: int, pipeline: int, data: int) -> str:
+    """What the workspace component's library part holds, in words."""
+    if device == "cpu":
+        return "cpu device: no library workspaces"
+    arch = architecture(device_name)
+    blas = cublas(device, device_name)
+    family = arch.family if arch.known else "architecture not known: range over architectures"
+    note = f"cuBLAS + cuBLASLt workspaces of the compute stream ({family}): {blas.bytes / MIB:g} MiB"
+    comms = communicators(tensor, pipeline, data)
+    if comms:
+        note += f"; NCCL buffers of {len(comms)} communicator(s) of {', '.join(map(str, comms))} devices"
+    return note
 
 
 def attention_backend(device: str, attention: str) -> Range:
     if device == "cpu":
-        return Range(0, 0, 0)
+        return ZERO
     if attention == "flash":
         return Range(0, 4 * MIB, 64 * MIB)
     return Range(0, 0, 32 * MIB)
