@@ -30,7 +30,8 @@ from .components.weights import weight_bytes
 from .custom import custom_budget
 from .dtypes import nbytes
 from .inference import inference_stage
-from .models import ModelSpec, ParameterCount, parameter_count
+from .models.parameters import ParameterCount, parameter_count
+from .models.spec import ModelSpec
 from .phases import StagePhases
 from .schema import Workload
 from .training_stage import training_stage

@@ -15,7 +15,7 @@ from .budget import Range
 from .components import activations as act
 from .components import kv_cache as kv
 from .dtypes import nbytes
-from .models import ModelSpec
+from .models.spec import ModelSpec
 from .phases import ACTIVATION_BAND_CUDA, StagePhases, activation_band, activation_shape, param_tensors
 from .schema import Workload
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .models import ModelSpec, ParameterCount
+from .models.parameters import ParameterCount
+from .models.spec import ModelSpec
 
 
 @dataclass(frozen=True, slots=True)

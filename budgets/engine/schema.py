@@ -13,15 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from .models import (
-    SUPPORTED_MODEL_TYPES,
-    ModelSpec,
-    UnsupportedModelError,
-    close_preset_ids,
-    from_architecture,
-    from_hf_config,
-    load_presets,
-)
+from .models.hf_config import SUPPORTED_MODEL_TYPES, UnsupportedModelError, from_hf_config
+from .models.presets import close_preset_ids, load_presets
+from .models.spec import ModelSpec, from_architecture
 from .vllm import DEFAULT_VLLM_VERSION, default_gpu_memory_utilization
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]

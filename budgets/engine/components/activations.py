@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..models import ModelSpec
+from ..models.spec import ModelSpec
 
 # activation functions whose HF implementation is a chain of elementwise python ops
 PYTHON_GELU = ("gelu_new", "gelu_fast", "gelu_pytorch_tanh_python")
