@@ -281,8 +281,9 @@ class RuntimeSpec(_Section):
     engine_version: str | None = Field(
         None,
         max_length=32,
-        description="version of the serving or training stack, e.g. '0.11.0' for vLLM; default: the release the"
-        " engine models (vLLM 0.11.0)",
+        description="version of the serving or training stack, e.g. '0.11.0' for vLLM, '5.24.0' for transformers"
+        " (training runs transformers); default: the release the engine models (vLLM 0.11.0, transformers"
+        " 5.24.0); the budget names the implementation profile it used",
     )
 
     @field_validator("engine_version")
