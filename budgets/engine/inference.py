@@ -1,9 +1,10 @@
 """Inference stages: transformers/generic `generate` (prefill, decode, sample) and the vLLM server.
 
 generate prefills all prompts together, then decodes one token per step over a KV cache that is either
-preallocated (contiguous StaticCache, paged blocks) or grown by torch.cat (dynamic). vLLM preallocates
-a KV pool sized from the device's memory; its accounting lives in `vllm.py`, the stage here only wires
-the workload to it.
+preallocated (contiguous StaticCache, paged blocks) or grown by torch.cat (dynamic); what the engine's
+generate loop holds on top of the model comes from its implementation profile (`profiles/`). vLLM
+preallocates a KV pool sized from the device's memory; its accounting lives in `vllm.py`, the stage here
+only wires the workload to it.
 """
 
 from __future__ import annotations
@@ -100,8 +101,7 @@ def _generate_cache(
 
 
 def generate_stage(w: Workload, stage: parallel.Stage, weights: Range) -> StagePhases:
-    """transformers / generic generate: prefill all prompts together, then decode one token per step; what
-    the engine's generate loop adds on top of the model comes from its implementation profile."""
+    """transformers / generic generate: prefill all prompts together, then decode one token per step."""
     assert w.inference is not None
     spec, inf = w.spec, w.inference
     profile = profiles.workload_profile(w)
