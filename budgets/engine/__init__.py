@@ -8,16 +8,10 @@ from __future__ import annotations
 from .budget import Budget, ComponentBudget, DeviceBudget, HostBudget, PhasePeak, ServingPlan, render_table
 from .errors import validation_errors
 from .estimate import estimate
-from .models import (
-    SUPPORTED_MODEL_TYPES,
-    ModelSpec,
-    ParameterCount,
-    Preset,
-    UnsupportedModelError,
-    from_hf_config,
-    load_presets,
-    parameter_count,
-)
+from .models.hf_config import SUPPORTED_MODEL_TYPES, UnsupportedModelError, from_hf_config
+from .models.parameters import ParameterCount, parameter_count
+from .models.presets import Preset, load_presets
+from .models.spec import ModelSpec
 from .schema import Workload, workload_json_schema
 
 __all__ = [

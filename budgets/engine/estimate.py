@@ -9,7 +9,7 @@ The stages themselves come from `inference.py` and `training_stage.py`; this mod
 
 from __future__ import annotations
 
-from . import parallel, vllm
+from . import parallel, profiles, vllm
 from .budget import (
     COMPONENT_NAMES,
     ZERO,
@@ -30,7 +30,8 @@ from .components.weights import weight_bytes
 from .custom import custom_budget
 from .dtypes import nbytes
 from .inference import inference_stage
-from .models import ModelSpec, ParameterCount, parameter_count
+from .models.parameters import ParameterCount, parameter_count
+from .models.spec import ModelSpec
 from .phases import StagePhases
 from .schema import Workload
 from .training_stage import training_stage
@@ -309,14 +310,9 @@ def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, 
             out.append(f"pipeline 1F1B: the {stage_name} stage is the busiest")
     elif w.inference is not None:
         out.append(f"serving engine {w.inference.engine}, KV layout {w.inference.kv_cache_layout}")
-        if w.inference.engine == "transformers":
-            out.append(
-                "transformers generate: logits of the last position only, fp32 next-token copies; runs to"
-                " max_output_tokens (min_new_tokens set: two eos-suppressing logits processors, whose fp32"
-                " copies are the sampling instant; without them the low end)"
-            )
-    if w.spec.is_moe and (w.inference is None or w.inference.engine != "vllm"):
-        out.append("MoE experts batched (transformers 5 experts_implementation 'grouped_mm', the default)")
+    if w.inference is None or w.inference.engine != "vllm":
+        engine, version = profiles.workload_engine(w)
+        out.extend(profiles.profile_for(engine, version).describe(version, w.task == "inference", w.spec.is_moe))
     if w.parallelism.tensor > w.spec.num_kv_heads:
         out.append("tensor degree exceeds KV heads: KV heads replicated on each device")
     return tuple(out)

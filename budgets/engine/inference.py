@@ -1,21 +1,22 @@
 """Inference stages: transformers/generic `generate` (prefill, decode, sample) and the vLLM server.
 
 generate prefills all prompts together, then decodes one token per step over a KV cache that is either
-preallocated (contiguous StaticCache, paged blocks) or grown by torch.cat (dynamic). vLLM preallocates
-a KV pool sized from the device's memory; its accounting lives in `vllm.py`, the stage here only wires
-the workload to it.
+preallocated (contiguous StaticCache, paged blocks) or grown by torch.cat (dynamic); what the engine's
+generate loop holds on top of the model comes from its implementation profile (`profiles/`). vLLM
+preallocates a KV pool sized from the device's memory; its accounting lives in `vllm.py`, the stage here
+only wires the workload to it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import parallel, vllm
+from . import parallel, profiles, vllm
 from .budget import Range
 from .components import activations as act
 from .components import kv_cache as kv
 from .dtypes import nbytes
-from .models import ModelSpec
+from .models.spec import ModelSpec
 from .phases import ACTIVATION_BAND_CUDA, StagePhases, activation_band, activation_shape, param_tensors
 from .schema import Workload
 
@@ -52,7 +53,9 @@ class _GenerateCache:
     note: str
 
 
-def _generate_cache(w: Workload, spec: ModelSpec, stage: parallel.Stage) -> _GenerateCache:
+def _generate_cache(
+    w: Workload, spec: ModelSpec, stage: parallel.Stage, profile: profiles.GenericProfile
+) -> _GenerateCache:
     assert w.inference is not None
     inf = w.inference
     kv_prec = w.precision.kv_cache or "bf16"
@@ -79,9 +82,7 @@ def _generate_cache(w: Workload, spec: ModelSpec, stage: parallel.Stage) -> _Gen
         attend_prefill, attend_decode = s, longest - 1
         preallocated = False
     else:
-        # transformers generate sizes its StaticCache to max_length - 1 positions (the last token is
-        # never fed back; generation/utils.py `_prepare_cache_for_generation`)
-        slots = longest - 1 if (layout == "contiguous" and inf.engine == "transformers") else longest
+        slots = profile.static_cache_slots(longest) if layout == "contiguous" else longest
         kv_final = kv.kv_cache_bytes(spec, stage.kv_heads, layers, kv_prec, layout, slots, b, inf.kv_block_tokens)
         kv_prefill = kv_final
         growth = 0
@@ -103,12 +104,13 @@ def generate_stage(w: Workload, stage: parallel.Stage, weights: Range) -> StageP
     """transformers / generic generate: prefill all prompts together, then decode one token per step."""
     assert w.inference is not None
     spec, inf = w.spec, w.inference
+    profile = profiles.workload_profile(w)
     device, attention = w.runtime.device, w.runtime.attention
     d = nbytes(w.precision.compute or "bf16")
     fp16_cuda = device == "cuda" and (w.precision.compute or "bf16") == "fp16"
     b, s = inf.concurrent_sessions, inf.max_input_tokens
     lo, hi = activation_band(device)
-    cache = _generate_cache(w, spec, stage)
+    cache = _generate_cache(w, spec, stage, profile)
     # SDPA prefill runs mask-free with is_causal even over a static cache (the cache is empty,
     # masking_utils._ignore_causal_mask_sdpa), so GQA goes through enable_gqa (use_gqa_in_sdpa); in decode
     # a static cache gets a padding mask, so no enable_gqa, but a single query is packed per KV head
@@ -119,13 +121,15 @@ def generate_stage(w: Workload, stage: parallel.Stage, weights: Range) -> StageP
     xp = activation_shape(spec, stage, b, s, cache.attend_prefill, d, fp16_cuda)
     # the new last-position logits exist only at the head, after the layers' transients are freed
     logits = b * xp.vocab * d if stage.holds_head else 0
-    prefill_act = _prefill_activations(w, spec, xp, gqa_sdpa, broadcast_mask, logits)
+    prefill_act = _prefill_activations(w, spec, xp, gqa_sdpa, broadcast_mask, logits, profile)
     decode_act, generation_ids = _decode_activations(
-        w, spec, stage, xp, cache, gqa_sdpa, broadcast_mask, logits, fp16_cuda
+        w, spec, stage, xp, cache, gqa_sdpa, broadcast_mask, logits, fp16_cuda, profile
     )
     # between forwards: logits processing of the last step, over the final cache (no forward alive)
-    sample_act = act.logits_sample(b, xp.vocab, d) + generation_ids if stage.holds_head else 0
-    sample_low = act.logits_sample(b, xp.vocab, d, processors=0) + generation_ids if stage.holds_head else 0
+    sample_low = sample_act = 0.0
+    if stage.holds_head:
+        low, expected = profile.sample_bytes(b, xp.vocab, d)
+        sample_low, sample_act = low + generation_ids, expected + generation_ids
 
     out = StagePhases(stage.name, preallocated=cache.preallocated)
     out.phases["prefill"] = {
@@ -139,8 +143,6 @@ def generate_stage(w: Workload, stage: parallel.Stage, weights: Range) -> StageP
         "activations": Range.spread(decode_act, lo, hi),
     }
     if sample_act:
-        # with min_new_tokens = max_output_tokens (a full-length run) two eos-suppressing processors
-        # add fp32 [b, V] clones; without them only the fp32 copy (the low end)
         out.phases["sample"] = {
             "weights": weights,
             "kv_cache": Range.exact(cache.final_bytes),
@@ -161,7 +163,13 @@ def generate_stage(w: Workload, stage: parallel.Stage, weights: Range) -> StageP
 
 
 def _prefill_activations(
-    w: Workload, spec: ModelSpec, xp: act.Shape, gqa_sdpa: bool, broadcast_mask: bool, logits: float
+    w: Workload,
+    spec: ModelSpec,
+    xp: act.Shape,
+    gqa_sdpa: bool,
+    broadcast_mask: bool,
+    logits: float,
+    profile: profiles.GenericProfile,
 ) -> float:
     """Activations at the prefill peak: model-level tensors, prompt ids, the larger of a layer and the head."""
     attention = w.runtime.attention
@@ -169,9 +177,7 @@ def _prefill_activations(
     _, mask_copy = act.attention_masks(spec, xp, attention, attend)
     layer = act.inference_forward_transient(spec, xp, attention, gqa_copies=not gqa_sdpa, mask_copy=mask_copy)
     model_level = act.model_level_inference(spec, xp, attention, attend, broadcast_mask)
-    # besides input_ids and position_ids (model_level): the caller's attention_mask, and the copy of the
-    # prompt ids prepare_inputs_for_generation makes (`input_ids.clone(memory_format=...)`, int64)
-    prompt_ids = 2 * xp.tokens * 8
+    prompt_ids = profile.prefill_loop_bytes(xp.tokens)  # besides input_ids and position_ids (model_level)
     return model_level + prompt_ids + max(layer, 2 * xp.tokens * xp.h * xp.d + logits)
 
 
@@ -185,7 +191,8 @@ def _decode_activations(
     broadcast_mask: bool,
     logits: float,
     fp16_cuda: bool,
-) -> tuple[float, int]:
+    profile: profiles.GenericProfile,
+) -> tuple[float, float]:
     """Activations at the last decode step, and the int64 id tensors generate holds by then."""
     assert w.inference is not None
     inf, attention = w.inference, w.runtime.attention
@@ -195,11 +202,8 @@ def _decode_activations(
     _, mask_copy = act.attention_masks(spec, xd, attention, cache.attend_decode)
     layer = act.inference_forward_transient(spec, xd, attention, gqa_copies=not gqa_sdpa, mask_copy=mask_copy)
     model_level = act.model_level_inference(spec, xd, attention, cache.attend_decode, broadcast_mask)
-    # int64 ids at the end of generate: the caller's input_ids and attention_mask and the prefill
-    # position_ids (b·s each), input_ids grown by cat to the longest length and position_ids to one less
-    # (generation/utils.py `_update_model_kwargs_for_generation`; the all-ones mask is dropped)
-    generation_ids = b * (3 * s + 2 * longest - 1) * 8
-    prev_scores = act.previous_step_scores(b, xp.vocab) if stage.holds_head else 0
+    generation_ids = profile.generation_ids_bytes(b, s, longest)
+    prev_scores = profile.previous_scores_bytes(b, xp.vocab) if stage.holds_head else 0
     # in a layer the dynamic cache's growth copy (kv_cache component) is alive; at the head it is not
     decode = model_level + generation_ids + prev_scores + max(layer, 2 * b * xp.h * xp.d + logits - cache.growth_bytes)
     return decode, generation_ids

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .models import ModelSpec, ParameterCount
+from .models.parameters import ParameterCount
+from .models.spec import ModelSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +78,7 @@ def stage_parameters(
     Matrices and the vocabulary are split by the tensor degree; norms are replicated (small, counted
     as split: the error is below 0.01 %). A `parameter_count` override scales every part alike.
     """
-    layers_all = pc.total - pc.embedding - pc.lm_head - pc.final_norm
-    per_layer = layers_all / spec.num_layers
+    per_layer = pc.layers_total / spec.num_layers
     layer_params = per_layer * stage.layers
     emb = pc.embedding if stage.holds_embedding else 0
     if stage.holds_head:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from . import parallel
 from .budget import Range, ServingPlan
 from .components import activations as act
-from .models import ModelSpec
+from .models.spec import ModelSpec
 
 # Uncertainty bands of modelled (not exact) terms: (low factor, high factor)
 ACTIVATION_BAND_CPU = (0.9, 1.15)

@@ -13,15 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from .models import (
-    SUPPORTED_MODEL_TYPES,
-    ModelSpec,
-    UnsupportedModelError,
-    close_preset_ids,
-    from_architecture,
-    from_hf_config,
-    load_presets,
-)
+from .models.hf_config import SUPPORTED_MODEL_TYPES, UnsupportedModelError, from_hf_config
+from .models.presets import close_preset_ids, load_presets
+from .models.spec import ModelSpec, from_architecture
 from .vllm import DEFAULT_VLLM_VERSION, default_gpu_memory_utilization
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
@@ -287,8 +281,9 @@ class RuntimeSpec(_Section):
     engine_version: str | None = Field(
         None,
         max_length=32,
-        description="version of the serving or training stack, e.g. '0.11.0' for vLLM; default: the release the"
-        " engine models (vLLM 0.11.0)",
+        description="version of the serving or training stack, e.g. '0.11.0' for vLLM, '5.24.0' for transformers"
+        " (training runs transformers); default: the release the engine models (vLLM 0.11.0, transformers"
+        " 5.24.0); the budget names the implementation profile it used",
     )
 
     @field_validator("engine_version")

@@ -17,7 +17,7 @@ from .components import activations as act
 from .components import training as tr
 from .components.weights import weight_bytes
 from .dtypes import nbytes
-from .models import ModelSpec
+from .models.spec import ModelSpec
 from .phases import StagePhases, activation_band, activation_shape, param_tensors
 from .schema import Workload
 

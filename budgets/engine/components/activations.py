@@ -1,4 +1,7 @@
-"""Activations and intermediates, operator by operator, as the Hugging Face implementations run them.
+"""Activations and intermediates, operator by operator: the general model by operator class (norm,
+attention, MLP / experts, loss, masks, position tables), whose variants follow the architecture
+features on `ModelSpec`. What a library's loop allocates on top (generate's id copies, logits
+processors) is its implementation profile's (`budgets/engine/profiles/`).
 
 Shapes: b sequences, s positions computed now, k positions attended to, h hidden, q = heads × head_dim
 and kv = kv_heads × head_dim (per device under tensor parallelism), I the MLP width, V the vocabulary,
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..models import ModelSpec
+from ..models.spec import ModelSpec
 
 # activation functions whose HF implementation is a chain of elementwise python ops
 PYTHON_GELU = ("gelu_new", "gelu_fast", "gelu_pytorch_tanh_python")
@@ -41,7 +44,7 @@ class Shape:
 
 
 # Architecture features (ModelSpec fields, resolved by the HF adapter from transformers' modeling files,
-# models.py `_FAMILY_FEATURES`): norm_weight_offset, rope_per_layer_type, one_mask_with_window,
+# models/hf_config.py `_FAMILY_FEATURES`): norm_weight_offset, rope_per_layer_type, one_mask_with_window,
 # sliding_mask_unread, router_weights_fp32, fused_qkv, rope_by_cat, mlp_input_freed, attn_output_kept.
 
 
@@ -230,27 +233,10 @@ def model_level_inference(
     return rope + masks + ids
 
 
-def previous_step_scores(b: int, vocab: int) -> float:
-    """transformers generate during a decode forward: the previous step's `next_token_logits` (fp32
-    copy) and `next_token_scores` (processors' fp32 output) are rebound only after the forward; its
-    logits are gone (`del outputs`, generation/utils.py `_sample`)."""
-    return b * vocab * (4 + 4)
-
-
-# MinLengthLogitsProcessor and MinNewTokensLengthLogitsProcessor (generation/logits_process.py), added
-# when generate is forced to its full length (min_new_tokens = max_new_tokens, so min_length is set
-# too): each makes a `clone` and a `torch.where` of the fp32 [b, V] scores
-EOS_SUPPRESSING_PROCESSORS = 2
-
-
-def logits_sample(b: int, vocab: int, d: float, processors: int = EOS_SUPPRESSING_PROCESSORS) -> float:
-    """Between two forwards, at the last processor's `where` (generation/utils.py `_sample`): the
-    logits (d), the new fp32 `next_token_logits`, the previous step's `next_token_scores`, the
-    earlier processors' outputs and the last one's clone and where (4 B each). Without processors
-    the scores are `next_token_logits` itself."""
-    fp32 = 1 + (1 + processors + 1 if processors else 0)
-    eos_mask = vocab * (8 + 1) if processors else 0  # the processor's arange(V) (int64) and isin mask
-    return b * vocab * (d + 4 * fp32) + eos_mask
+def sampling_scores(b: int, vocab: int, d: float) -> float:
+    """Between two forwards: the last position's logits (d) and the fp32 scores the next token is
+    chosen from (4 B each); a library's logits processors add to this (`profiles/`)."""
+    return b * vocab * (d + 4)
 
 
 # --- training ----------------------------------------------------------------------------------

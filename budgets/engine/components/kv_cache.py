@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from ..dtypes import nbytes
-from ..models import ModelSpec
+from ..models.spec import ModelSpec
 
 
 def kv_bytes_per_token_per_layer(spec: ModelSpec, kv_heads: int, precision: str) -> float:

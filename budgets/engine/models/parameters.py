@@ -1,0 +1,69 @@
+"""Exact parameter counts of a `ModelSpec`: `parameter_count(spec)` equals
+`sum(p.numel() for p in model.parameters())` of the transformers model built on the meta device (tied
+tensors counted once; rotary `inv_freq`, causal-mask and `embed_scale` buffers are buffers, not parameters).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .spec import ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ParameterCount:
+    """Exact parameter counts (number of elements)."""
+
+    total: int
+    embedding: int  # input token table (+ learned positions, + opt projections)
+    lm_head: int  # 0 when tied to the input embedding
+    final_norm: int
+
+    @property
+    def layers_total(self) -> int:
+        return self.total - self.embedding - self.lm_head - self.final_norm
+
+
+def _norm_params(spec: ModelSpec, size: int) -> int:
+    return size * (2 if spec.norm == "layer" else 1)
+
+
+@lru_cache(maxsize=1024)
+def parameter_count(spec: ModelSpec) -> ParameterCount:
+    """Exact number of parameters, with a breakdown by part."""
+    h = spec.hidden_size
+    embedding = spec.vocab_size * spec.embed_dim + spec.learned_positions * h
+    if spec.embed_proj_dim and spec.embed_proj_dim != h:
+        embedding += 2 * h * spec.embed_proj_dim  # opt project_in + project_out (no bias)
+    lm_head = 0 if spec.tie_word_embeddings else spec.vocab_size * spec.embed_dim
+    if spec.lm_head_bias and not spec.tie_word_embeddings:
+        lm_head += spec.vocab_size
+
+    attention = h * (spec.q_dim + 2 * spec.kv_dim) + spec.q_dim * h
+    if spec.qkv_bias:
+        attention += spec.q_dim + 2 * spec.kv_dim
+    if spec.o_bias:
+        attention += h
+    if spec.qk_norm:
+        attention += 2 * spec.head_dim
+
+    def mlp_params(width: int) -> int:
+        n = spec.mlp_matrices * h * width
+        if spec.mlp_bias:
+            n += (2 * width if spec.mlp == "gated" else width) + h
+        return n
+
+    dense = mlp_params(spec.intermediate_size)
+    moe = 0
+    if spec.is_moe:
+        moe = h * spec.num_experts + spec.num_experts * mlp_params(spec.expert_intermediate_size)
+        if spec.shared_expert_intermediate_size:
+            moe += mlp_params(spec.shared_expert_intermediate_size) + h  # shared expert + its gate
+    norms = spec.norms_per_layer * _norm_params(spec, h)
+    final = _norm_params(spec, h) if spec.final_norm else 0
+
+    layers = spec.num_layers * (attention + norms)
+    layers += spec.num_moe_layers * moe + (spec.num_layers - spec.num_moe_layers) * dense
+    total = embedding + lm_head + layers + final
+    return ParameterCount(total=total, embedding=embedding, lm_head=lm_head, final_norm=final)

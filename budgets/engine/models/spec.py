@@ -1,0 +1,138 @@
+"""`ModelSpec`: the architecture numbers and features a memory budget needs, and `from_architecture`
+for a directly given architecture. Counts are plain integers (not bytes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+MlpKind = Literal["gated", "standard"]
+NormKind = Literal["rms", "layer"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """Architecture numbers of a decoder-only transformer. Counts are plain integers (not bytes)."""
+
+    model_type: str  # Hugging Face model_type, or "custom" for a directly given architecture
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int  # dense MLP width (per expert for MoE without moe_intermediate_size)
+    vocab_size: int
+    tie_word_embeddings: bool = False
+    mlp: MlpKind = "gated"  # gated: gate/up/down (SwiGLU/GeGLU); standard: fc1/fc2
+    activation: str = "silu"  # hidden_act, used for the activation-memory model
+    norm: NormKind = "rms"  # rms: weight only; layer: weight + bias
+    norms_per_layer: int = 2  # gemma2/gemma3 have 4 (pre/post attention and feed-forward)
+    qk_norm: bool = False  # per-head RMSNorm on q and k (qwen3, gemma3)
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    final_norm: bool = True
+    # mixture of experts; num_experts == 1 means dense
+    num_experts: int = 1
+    experts_per_token: int = 1
+    moe_intermediate_size: int = 0  # per routed expert; 0 → intermediate_size
+    shared_expert_intermediate_size: int = 0  # qwen2_moe shared expert (+ its sigmoid gate)
+    num_dense_layers: int = 0  # MoE models whose first/marked layers use a dense MLP
+    # embeddings
+    learned_positions: int = 0  # rows of a learned position table (gpt2: n_positions; opt: max+2)
+    embed_proj_dim: int = 0  # opt word_embed_proj_dim when it differs from hidden (project_in/out)
+    # attention extent for the KV cache
+    sliding_window: int = 0  # 0: all layers attend to the full context
+    num_sliding_layers: int = 0  # layers that use the sliding window
+    max_position_embeddings: int = 0
+    lm_head_bias: bool = False
+    # memory-relevant forward details (no effect on parameter counts)
+    rotary_dim: int = 0  # rotated dims per head (partial rotary, gpt_neox/phi3); 0 → head_dim
+    fused_gate_up: bool = False  # one gate_up projection, chunked into gate and up (Phi3MLP)
+    parallel_residual: bool = False  # gpt_neox use_parallel_residual: both LayerNorms read the layer input
+    final_logit_softcapping: bool = False  # gemma2: logits / cap → tanh → · cap before the loss
+    attn_logit_softcapping: bool = False  # gemma2: the same on the eager attention scores
+    # implementation features (set by the HF adapter, `_FAMILY_FEATURES`; off for an `architecture`)
+    norm_weight_offset: bool = False  # RMSNorm multiplies by (1 + w) in fp32: fp32 temporaries and saved tensors
+    rope_per_layer_type: bool = False  # sliding and full layers get their own (cos, sin): two rope tables
+    one_mask_with_window: bool = False  # one mask carries the window: no second (full causal) mask
+    sliding_mask_unread: bool = False  # a sliding mask is built though no layer slides: one more mask
+    router_weights_fp32: bool = False  # top-k routing weights stay fp32: the weighted expert output is fp32
+    fused_qkv: bool = False  # one q/k/v projection output, alive whole while any of q/k/v is
+    rope_by_cat: bool = False  # rope ends in torch.cat: the attention output's transpose is a copy
+    mlp_input_freed: bool = False  # the normed MLP input dies at the first MLP projection: one hidden less
+    attn_output_kept: bool = False  # the attention output stays alive through the MLP: one hidden more
+
+    # --- derived sizes -------------------------------------------------------------------------
+    @property
+    def q_dim(self) -> int:
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def rope_dim(self) -> int:
+        return self.rotary_dim or self.head_dim
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 1
+
+    @property
+    def expert_intermediate_size(self) -> int:
+        return self.moe_intermediate_size or self.intermediate_size
+
+    @property
+    def embed_dim(self) -> int:
+        return self.embed_proj_dim or self.hidden_size
+
+    @property
+    def num_moe_layers(self) -> int:
+        return self.num_layers - self.num_dense_layers if self.is_moe else 0
+
+    @property
+    def mlp_matrices(self) -> int:
+        return 3 if self.mlp == "gated" else 2
+
+
+def from_architecture(
+    *,
+    num_layers: int,
+    hidden_size: int,
+    num_attention_heads: int,
+    intermediate_size: int,
+    vocab_size: int,
+    num_key_value_heads: int | None = None,
+    head_dim: int | None = None,
+    tie_word_embeddings: bool = False,
+    mlp: MlpKind = "gated",
+    num_experts: int = 1,
+    experts_per_token: int | None = None,
+    moe_intermediate_size: int | None = None,
+    attention_bias: bool = False,
+    norm: NormKind = "rms",
+    activation: str | None = None,
+) -> ModelSpec:
+    """A ModelSpec from directly given numbers (the workload's `architecture` form)."""
+    return ModelSpec(
+        model_type="custom",
+        num_layers=num_layers,
+        hidden_size=hidden_size,
+        num_attention_heads=num_attention_heads,
+        num_kv_heads=num_key_value_heads or num_attention_heads,
+        head_dim=head_dim or hidden_size // num_attention_heads,
+        intermediate_size=intermediate_size,
+        vocab_size=vocab_size,
+        tie_word_embeddings=tie_word_embeddings,
+        mlp=mlp,
+        activation=activation or ("silu" if mlp == "gated" else "gelu"),
+        norm=norm,
+        qkv_bias=attention_bias,
+        o_bias=attention_bias,
+        mlp_bias=attention_bias and mlp == "standard",
+        num_experts=num_experts,
+        experts_per_token=(experts_per_token or min(2, num_experts)) if num_experts > 1 else 1,
+        moe_intermediate_size=moe_intermediate_size or 0,
+    )

@@ -1,0 +1,53 @@
+"""The `generic` implementation profile: the general model (`components/`) and nothing on top.
+
+A profile says what one library version allocates beyond what any implementation of the model must
+hold: the bookkeeping of its generate loop, the positions its preallocated cache reserves, its
+sampling buffers. This base adds none of it; `transformers.py` overrides it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..components import activations as act
+
+
+@dataclass(frozen=True, slots=True)
+class GenericProfile:
+    """The general model only. Every method returns what the library adds, in bytes or positions."""
+
+    name: str = "generic"
+    summary: str = (
+        "the general model only: no library's generate bookkeeping; sampling holds the logits and one fp32 copy"
+    )
+
+    def static_cache_slots(self, longest: int) -> int:
+        """Positions a preallocated contiguous cache reserves for the longest request."""
+        return longest
+
+    def prefill_loop_bytes(self, tokens: int) -> float:
+        """Held by the generate loop during the prefill forward, beyond the model's input and position ids."""
+        return 0
+
+    def generation_ids_bytes(self, b: int, s: int, longest: int) -> float:
+        """Token-id tensors the generate loop holds at its end (b sequences, s prompt tokens)."""
+        return 0
+
+    def previous_scores_bytes(self, b: int, vocab: int) -> float:
+        """The previous step's scores still alive during a decode forward."""
+        return 0
+
+    def sample_bytes(self, b: int, vocab: int, d: float) -> tuple[float, float]:
+        """(low, expected) bytes between two forwards, while the next token is chosen."""
+        scores = act.sampling_scores(b, vocab, d)
+        return scores, scores
+
+    def describe(self, version: str | None, generate: bool, moe: bool) -> tuple[str, ...]:
+        """The budget's assumption lines naming the profile (and the version it stands for)."""
+        out = [f"implementation profile {self.name}: {self.summary}"]
+        if moe:
+            out.append("MoE experts batched: all routed rows at once")
+        return tuple(out)
+
+
+GENERIC = GenericProfile()
