@@ -227,13 +227,13 @@ def vllm_stage(
     version = w.runtime.engine_version or vllm.DEFAULT_VLLM_VERSION
     util = inf.gpu_memory_utilization or vllm.default_gpu_memory_utilization(version)
     b, longest, block = inf.concurrent_sessions, inf.max_request_tokens, inf.kv_block_tokens
-    batched, seqs = vllm.scheduler_defaults(version, device_memory_bytes, device_name)
+    batched, seqs = vllm.scheduler_defaults(version, device_memory_bytes, device_name, inf.max_model_len)
     batched, seqs = inf.max_num_batched_tokens or batched, inf.max_num_seqs or seqs
     kv_heads = vllm.kv_heads_on_rank(spec, stage.tensor)
     per_tok = kv.kv_bytes_per_token(spec, kv_heads, stage.layers, kv_prec)
     needed = kv.kv_cache_bytes(spec, kv_heads, stage.layers, kv_prec, "paged", longest, b, block)
     weights = weights + Range.exact(vllm.rotary_cache_bytes(spec, d))
-    forward, sampler = vllm.profile_activations(spec, stage.tensor, batched, seqs, d, stage.holds_head)
+    forward, sampler = vllm.profile_activations(spec, stage.tensor, batched, seqs, d, stage.holds_head, version)
     activations = Range.spread(max(forward, sampler), *ACTIVATION_BAND_CUDA)
     pool_in = vllm.PoolInputs(
         version=version,
@@ -269,7 +269,7 @@ def vllm_stage(
     out.phases["profile"] = {"weights": weights, "activations": activations}
     out.phases["serve"] = {"weights": weights, "kv_cache": kv_value, "activations": activations}
     # outside the pool on the device: CUDA graphs, and the lazily loaded modules (non-torch growth)
-    out.fixed["workspace"] = VLLM_CUDA_GRAPHS + Range.exact(vllm.non_torch_bytes(vllm.profile_for(version), 1))
+    out.fixed["workspace"] = VLLM_CUDA_GRAPHS + Range.exact(vllm.loaded_modules_bytes(vllm.profile_for(version)))
     out.notes["kv_cache"] = kv_note
     out.notes["activations"] = (
         f"vLLM profile run: forward over {batched} batched tokens {forward:,} B; sampler over"

@@ -10,7 +10,11 @@ vLLM measures at start-up and gives the KV cache what is left of its share of th
 T is what `cudaMemGetInfo` reports (not the marketed size), u the utilization, W the weights as loaded,
 A the torch peak of the profile run, N the non-torch growth after the start-up snapshot and G the CUDA-graph
 estimate (0.21 and later). vLLM refuses to start when KV ≤ 0 or fewer blocks than one max_model_len
-request remain (`vllm-0.11.0/v1/core/kv_cache_utils.py:678-720`).
+request remain (`vllm-0.11.0/v1/core/kv_cache_utils.py:678-720`; V0: `vllm-0.6.4.post1/worker/worker.py:492-498`).
+
+Releases before 0.8 default to vLLM's first engine, V0 (`VLLM_USE_V1` defaults to "0":
+`vllm-0.7.2/envs.py:494-495`). V0 takes the same shape of formula with its own scheduler defaults and, by
+release, a different baseline (the V0 profiles below; file:line inside the release wheels).
 """
 
 from __future__ import annotations
@@ -24,9 +28,17 @@ from .models import ModelSpec
 
 GIB = 2**30
 DEFAULT_VLLM_VERSION = "0.11.0"  # the release whose code the formula was read from (vllm-memory.md §1.1)
-# A = max(forward, c·R·V + B·h·d): c fitted to six published H100/H200 runs, 0.10/0.11 native sampler
-# (vllm-memory.md §1.3 table; llm-d empirical-vllm-memory-results.md; 0.10.2 H200 log)
+# A = max(forward, c·R·V + B·h·d). Sort-based samplers (V0 and V1 to 0.16: fp32 copy, full sort with int64
+# indices, softmax, cumsum, scatter; vllm-0.6.3/model_executor/layers/sampler.py:257, 419) — c fitted to six published
+# H100/H200 runs of the 0.10/0.11 native sampler (vllm-memory.md §1.3 table; llm-d empirical-vllm-memory-results.md;
+# 0.10.2 H200 log)
 SAMPLER_BYTES_PER_LOGIT = 38.3
+# From 0.17 top-k/top-p runs in place in a Triton kernel for ≥ 8 rows, no sort (vllm-0.17.0/v1/sample/ops/
+# topk_topp_sampler.py:246-258, topk_topp_triton.py:947-1031): the live tensors are the 16-bit logits (2 B), their
+# fp32 copy (4 B; v1/sample/sampler.py:90, temperature divided in place :141), the softmax probs (4 B) and the
+# exponential noise q (4 B; topk_topp_sampler.py:112, 334) = 14 B per logit. The kernel's per-SM buffer
+# (≤ SMs × V × 4 B, 0.08 GiB on H100) is left out.
+TRITON_SAMPLER_BYTES_PER_LOGIT = 14.0
 # vllm serve `max_num_batched_tokens` / `max_num_seqs` defaults (vllm-0.11.0/engine/arg_utils.py:1595-1624;
 # vllm-0.8.5/engine/arg_utils.py:1596-1609; vllm-0.33.0/engine/arg_utils.py:2973-2996)
 LARGE_GPU_BYTES = 70 * GIB  # "≥ 70 GiB" GPU class of those defaults
@@ -37,6 +49,22 @@ SERVE_DEFAULTS = {"huge": (16384, 1024), "large": (8192, 1024), "small": (2048, 
 # at ≤0.20 (llm-d empirical-vllm-memory-results.md; 0.10.2 H200 log), hence the band
 CUDA_GRAPH_ESTIMATE_BYTES = int(0.36 * GIB)
 CUDA_GRAPH_HIGH_BYTES = int(2.37 * GIB)
+# N at tensor degree 1: lazily loaded modules after the snapshot, 0.13 GiB on H100 (llm-d
+# empirical-vllm-memory-results.md); at degree ≥ 2 with the snapshot taken before NCCL init the communicators and
+# custom all-reduce buffers join it: 1.38 GiB at TP2 on H200 (vLLM 0.10.2 log, vllm-memory.md §1.2)
+MODULES_BYTES = int(0.13 * GIB)
+MODULES_AND_NCCL_BYTES = int(1.38 * GIB)
+# the CUDA context of a vLLM process, used before the snapshot: 79.18 − 78.57 = 0.61 GiB on H100 (llm-d: "Free
+# memory on device: 78.57/79.18 GiB on startup"); an H100 figure, smaller on consumer GPUs (vllm-memory.md §3)
+CUDA_CONTEXT_BYTES = int(0.61 * GIB)
+# V0 scheduler defaults: max_num_seqs 256 (vllm-0.6.3/engine/arg_utils.py:115; vllm-0.7.2/engine/arg_utils.py:217);
+# chunked prefill switched on by default above 32,768 tokens of max_model_len (vllm-0.5.5/engine/arg_utils.py:820-838;
+# vllm-0.6.3/engine/arg_utils.py:936-952; vllm-0.4.2 has no such default), with max_num_batched_tokens 512
+# (vllm-0.6.3/config.py:983) or 2048 from 0.6.5 (vllm-0.6.5/config.py:1344; vllm-0.7.2/config.py:1533);
+# otherwise max(max_model_len, 2048) (vllm-0.6.3/config.py:987; vllm-0.4.2/config.py:625)
+V0_MAX_NUM_SEQS = 256
+V0_LONG_CONTEXT_TOKENS = 32768
+V0_MIN_BATCHED_TOKENS = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,41 +78,110 @@ class Profile:
     non_torch_tp_bytes: int  # N at tensor degree ≥ 2, bytes
     graphs_in_pool: bool  # G deducted from the pool
     summary: str
+    v0: bool = False  # vLLM's first engine: its scheduler defaults (V0_*)
+    context_in_pool: bool = False  # N includes the CUDA context (CUDA_CONTEXT_BYTES)
+    sampler_bytes_per_logit: float = SAMPLER_BYTES_PER_LOGIT  # c of the sampler term
 
 
 PROFILES: tuple[Profile, ...] = (
-    # 0.9.2–0.10: snapshot before NCCL init, so N holds the communicators: 1.38 GiB at TP2 (0.10.2 H200 log);
-    # TP1 0.13 GiB as llm-d (vllm-0.10.1.1/v1/worker/gpu_worker.py:174,192)
+    # V0 0.4–0.6.3: the baseline is the free memory after the context (vllm-0.6.3/worker/worker.py:171, before NCCL
+    # init at :176; vllm-0.4.2/worker/worker.py:106, 111); after the profile run vLLM charges the whole drop in free
+    # memory, T·u − (free_init − free_after) (vllm-0.6.3/worker/worker.py:228-245; vllm-0.4.2/worker/worker.py:144-155):
+    # weights, the profile run's cached blocks, NCCL and loaded modules; the context stays outside. The allocator's
+    # cached blocks can exceed the allocated peak the engine models (not modelled).
     Profile(
-        "0.10",
-        (0,),
-        0.90,
-        int(0.13 * GIB),
-        int(1.38 * GIB),
-        False,
-        "NCCL buffers inside the pool, CUDA graphs outside; releases before 0.10 approximated by it",
+        name="0.4",
+        since=(0, 4),
+        default_utilization=0.90,
+        non_torch_tp1_bytes=MODULES_BYTES,
+        non_torch_tp_bytes=MODULES_AND_NCCL_BYTES,
+        graphs_in_pool=False,
+        summary="V0: free-memory drop from after the CUDA context, NCCL buffers inside the pool",
+        v0=True,
+    ),
+    # V0 0.6.4: T·u − allocated peak − (used − torch allocated) (vllm-0.6.4.post1/worker/worker.py:201-217): "used" is
+    # everything on the device, so the CUDA context (and any other process) is charged too
+    Profile(
+        name="0.6.4",
+        since=(0, 6, 4),
+        default_utilization=0.90,
+        non_torch_tp1_bytes=MODULES_BYTES + CUDA_CONTEXT_BYTES,
+        non_torch_tp_bytes=MODULES_AND_NCCL_BYTES + CUDA_CONTEXT_BYTES,
+        graphs_in_pool=False,
+        summary="V0: CUDA context and NCCL buffers inside the pool",
+        v0=True,
+        context_in_pool=True,
+    ),
+    # V0 0.6.5–0.7: memory_profiling (PR #10511) from a baseline taken after the context, before NCCL init
+    # (vllm-0.6.5/worker/worker.py:143, 148, 198-210; vllm-0.6.5/utils.py:1736): T·u − W − A − N
+    Profile(
+        name="0.6.5",
+        since=(0, 6, 5),
+        default_utilization=0.90,
+        non_torch_tp1_bytes=MODULES_BYTES,
+        non_torch_tp_bytes=MODULES_AND_NCCL_BYTES,
+        graphs_in_pool=False,
+        summary="V0: NCCL buffers inside the pool, context outside",
+        v0=True,
+    ),
+    # V1 0.8–0.10: snapshot before NCCL init (vllm-0.10.1.1/v1/worker/gpu_worker.py:174,192); V1 ≤ 0.9.1 also
+    # charged the context (vllm-0.8.5/v1/worker/gpu_worker.py:165-212), not modelled
+    Profile(
+        name="0.10",
+        since=(0, 8),
+        default_utilization=0.90,
+        non_torch_tp1_bytes=MODULES_BYTES,
+        non_torch_tp_bytes=MODULES_AND_NCCL_BYTES,
+        graphs_in_pool=False,
+        summary="NCCL buffers inside the pool, CUDA graphs outside; V1 releases before 0.10 approximated by it",
     ),
     # 0.11–0.20: snapshot after NCCL init (PR #25359, vllm-0.11.0/v1/worker/gpu_worker.py:165-184, 255-280);
     # N = 0.13 GiB TP1, 0.55 GiB TP2 on H100 (llm-d empirical-vllm-memory-results.md)
     Profile(
-        "0.11",
-        (0, 11),
-        0.90,
-        int(0.13 * GIB),
-        int(0.55 * GIB),
-        False,
-        "context, NCCL buffers and CUDA graphs outside the pool",
+        name="0.11",
+        since=(0, 11),
+        default_utilization=0.90,
+        non_torch_tp1_bytes=MODULES_BYTES,
+        non_torch_tp_bytes=int(0.55 * GIB),
+        graphs_in_pool=False,
+        summary="context, NCCL buffers and CUDA graphs outside the pool",
+    ),
+    # 0.17: the Triton top-k/top-p sampler (TRITON_SAMPLER_BYTES_PER_LOGIT); llm-d-planner PR #205 measures the
+    # activation of Qwen3-14B at 5.64 GiB to 0.16 and 2.23 GiB from 0.17 (accuracy_report.md, Part 2)
+    Profile(
+        name="0.17",
+        since=(0, 17),
+        default_utilization=0.90,
+        non_torch_tp1_bytes=MODULES_BYTES,
+        non_torch_tp_bytes=int(0.55 * GIB),
+        graphs_in_pool=False,
+        summary="context, NCCL buffers and CUDA graphs outside the pool; Triton top-k/top-p sampler",
+        sampler_bytes_per_logit=TRITON_SAMPLER_BYTES_PER_LOGIT,
+    ),
+    # 0.18: N rises to 0.25 GiB at TP1 (Qwen3-14B at v0.18.0, Llama-3.1-8B at v0.19.0) and 2.07 GiB at TP2
+    # (Llama-3.1-8B, v0.19.0) in llm-d-planner PR #205's accuracy_report.md (Part 2; Part 1 TP table)
+    Profile(
+        name="0.18",
+        since=(0, 18),
+        default_utilization=0.90,
+        non_torch_tp1_bytes=int(0.25 * GIB),
+        non_torch_tp_bytes=int(2.07 * GIB),
+        graphs_in_pool=False,
+        summary="context and CUDA graphs outside the pool; Triton top-k/top-p sampler",
+        sampler_bytes_per_logit=TRITON_SAMPLER_BYTES_PER_LOGIT,
     ),
     # 0.21+: graph estimate deducted and util 0.92 (vllm-0.21.0/v1/worker/gpu_worker.py:398-446;
-    # envs.py:1768-1770; config/cache.py:66); sampler constant not re-fitted for the Triton sampler (0.33)
+    # envs.py:1768-1770; config/cache.py:66); N carried from 0.18–0.19 (not measured at 0.21); the Triton sampler
+    # is still used in 0.33 (vllm-0.33.0/v1/sample/ops/topk_topp_sampler.py:18-23, 516)
     Profile(
-        "0.21",
-        (0, 21),
-        0.92,
-        int(0.13 * GIB),
-        int(0.55 * GIB),
-        True,
-        "CUDA-graph estimate deducted from the pool; sampler constant of 0.11 kept (not re-fitted)",
+        name="0.21",
+        since=(0, 21),
+        default_utilization=0.92,
+        non_torch_tp1_bytes=int(0.25 * GIB),
+        non_torch_tp_bytes=int(2.07 * GIB),
+        graphs_in_pool=True,
+        summary="CUDA-graph estimate deducted from the pool; Triton top-k/top-p sampler",
+        sampler_bytes_per_logit=TRITON_SAMPLER_BYTES_PER_LOGIT,
     ),
 )
 
@@ -95,16 +192,30 @@ def parse_version(version: str) -> tuple[int, ...]:
 
 
 def profile_for(version: str) -> Profile:
+    """The profile of the release; releases before 0.4 are approximated by the 0.4 one."""
     v = parse_version(version)
-    return [p for p in PROFILES if v >= p.since][-1]
+    return ([p for p in PROFILES if v >= p.since] or [PROFILES[0]])[-1]
 
 
 def default_gpu_memory_utilization(version: str) -> float:
     return profile_for(version).default_utilization
 
 
-def scheduler_defaults(version: str, device_memory_bytes: int | None, device_name: str | None) -> tuple[int, int]:
+def v0_scheduler_defaults(version: str, max_model_len: int) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) of V0: the profile run covers max_model_len tokens unless chunked
+    prefill is on by default (above 32,768 tokens, from 0.5) — V0_* constants above."""
+    v = parse_version(version)
+    if v >= (0, 5) and max_model_len > V0_LONG_CONTEXT_TOKENS:
+        return (V0_MIN_BATCHED_TOKENS if v >= (0, 6, 5) else 512), V0_MAX_NUM_SEQS
+    return max(max_model_len, V0_MIN_BATCHED_TOKENS), V0_MAX_NUM_SEQS
+
+
+def scheduler_defaults(
+    version: str, device_memory_bytes: int | None, device_name: str | None, max_model_len: int
+) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) `vllm serve` picks for the GPU; the large class without T."""
+    if profile_for(version).v0:
+        return v0_scheduler_defaults(version, max_model_len)
     v = parse_version(version)
     t = device_memory_bytes if device_memory_bytes is not None else LARGE_GPU_BYTES
     if v >= (0, 33) and t >= HUGE_GPU_BYTES:
@@ -128,7 +239,7 @@ def rotary_cache_bytes(spec: ModelSpec, d: float) -> int:
 
 
 def profile_activations(
-    spec: ModelSpec, tensor: int, tokens: int, seqs: int, d: float, holds_head: bool
+    spec: ModelSpec, tensor: int, tokens: int, seqs: int, d: float, holds_head: bool, version: str
 ) -> tuple[int, int]:
     """(forward peak, sampler peak) of vLLM's profile run, bytes; A is the larger.
 
@@ -147,7 +258,8 @@ def profile_activations(
         mlp = 3 * tokens * math.ceil(spec.intermediate_size / tensor) * d
     forward = 3 * tokens * h * d + max(mlp, tokens * (2 * q + 2 * kv) * d)
     rows = min(seqs, tokens)
-    sampler = SAMPLER_BYTES_PER_LOGIT * rows * spec.vocab_size + tokens * h * d if holds_head else 0
+    per_logit = profile_for(version).sampler_bytes_per_logit
+    sampler = per_logit * rows * spec.vocab_size + tokens * h * d if holds_head else 0
     return int(forward), int(sampler)
 
 
@@ -172,6 +284,11 @@ class PoolInputs:
 
 def non_torch_bytes(profile: Profile, tensor: int) -> int:
     return profile.non_torch_tp1_bytes if tensor == 1 else profile.non_torch_tp_bytes
+
+
+def loaded_modules_bytes(profile: Profile) -> int:
+    """The non-torch growth of one GPU less the CUDA context (which the device view counts on its own)."""
+    return profile.non_torch_tp1_bytes - (CUDA_CONTEXT_BYTES if profile.context_in_pool else 0)
 
 
 def serving_plan(p: PoolInputs, needed_bytes: int) -> ServingPlan:

@@ -1,7 +1,8 @@
 """The vLLM serving path against published start-up reports, its properties and its input errors.
 
 Published figures: llm-d/llm-d-benchmark config_explorer/empirical-vllm-memory-results.md (H100, T = 79.18 GiB,
-vLLM 0.11) and LMCache/LMCache#1739 (A100-40GB, vLLM 0.10.2); see benchmarks/gpu_published/records.json.
+vLLM 0.11), LMCache/LMCache#1739 (A100-40GB, vLLM 0.10.2), vLLM #10517 and #10360 (V0 0.6.4) and llm-d-planner
+PR #205 (H100, vLLM 0.15-0.19); see benchmarks/gpu_published/records.json.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def test_a100_40gb_uses_the_small_gpu_defaults():
     ],
 )
 def test_scheduler_defaults_follow_version_and_gpu_class(version, t_gib, name, expected):
-    assert vllm_mod.scheduler_defaults(version, int(t_gib * GIB), name) == expected
+    assert vllm_mod.scheduler_defaults(version, int(t_gib * GIB), name, 16000) == expected
 
 
 def test_utilization_default_and_graph_deduction_follow_the_version():
@@ -101,7 +102,7 @@ def test_utilization_default_and_graph_deduction_follow_the_version():
     assert new.inference.gpu_memory_utilization == 0.92
     given_util = _workload(runtime={"engine_version": "0.21.0"}, inference={"gpu_memory_utilization": 0.9})
     assert given_util.inference.gpu_memory_utilization == 0.9
-    old = estimate(_workload(), device_memory_bytes=H100_T).serving
+    old = estimate(_workload(runtime={"engine_version": "0.20.0"}), device_memory_bytes=H100_T).serving
     graphs = estimate(given_util, device_memory_bytes=H100_T).serving
     assert old.kv_pool_bytes - graphs.kv_pool_bytes == vllm_mod.CUDA_GRAPH_ESTIMATE_BYTES
     assert graphs.profile == "0.21"
@@ -132,6 +133,96 @@ def test_pipeline_stages_report_the_smallest_pool():
     assert b.serving is not None and b.serving.starts is True
     first_only = estimate(_workload("llama-3.1-70b", 8192, parallelism={"tensor": 2}), device_memory_bytes=H100_T)
     assert b.serving.kv_bytes_per_token * 2 == first_only.serving.kv_bytes_per_token
+
+
+# --- V0 (vLLM before 0.8) and the 0.17 sampler ------------------------------------------------
+
+RTX3090_T = int(23.58 * GIB)  # "total_gpu_memory=23.58GiB" (vLLM #10517, 0.6.4)
+
+
+def _v0(version: str, mml: int, preset: str = "llama-3.1-8b", **extra) -> Workload:
+    return _workload(preset, mml, runtime={"engine_version": version}, **extra)
+
+
+@pytest.mark.parametrize(
+    ("version", "profile", "v0"),
+    [
+        ("0.4.2", "0.4", True),
+        ("0.6.3", "0.4", True),
+        ("0.6.4.post1", "0.6.4", True),
+        ("0.6.5", "0.6.5", True),
+        ("0.7.2", "0.6.5", True),
+        ("0.8.5", "0.10", False),
+        ("0.17.0", "0.17", False),
+        ("0.19.0", "0.18", False),
+    ],
+)
+def test_the_release_selects_its_profile(version, profile, v0):
+    chosen = vllm_mod.profile_for(version)
+    assert (chosen.name, chosen.v0) == (profile, v0)
+    plan = estimate(_v0(version, 8192), device_memory_bytes=H100_T, device_name="NVIDIA H100 80GB HBM3").serving
+    assert plan.profile == profile
+
+
+@pytest.mark.parametrize(
+    ("version", "mml", "expected"),
+    [
+        ("0.6.4", 20000, (20000, 256)),  # no chunked prefill: the profile run covers max_model_len
+        ("0.6.4", 1000, (2048, 256)),  # ... but at least 2048 tokens
+        ("0.6.4", 40000, (512, 256)),  # chunked prefill on by default above 32,768 tokens
+        ("0.6.5", 40000, (2048, 256)),
+        ("0.4.2", 40000, (40000, 256)),  # 0.4 has no chunked-prefill default
+    ],
+)
+def test_v0_scheduler_defaults_follow_max_model_len(version, mml, expected):
+    assert vllm_mod.scheduler_defaults(version, H100_T, "NVIDIA H100 80GB HBM3", mml) == expected
+
+
+def test_v0_pool_shrinks_with_max_model_len_and_v1_pool_does_not():
+    v0 = [estimate(_v0("0.6.4", mml), device_memory_bytes=RTX3090_T).serving for mml in (8000, 20000, 29000)]
+    assert v0[0].kv_pool_bytes > v0[1].kv_pool_bytes > v0[2].kv_pool_bytes
+    v1 = [estimate(_v0("0.11.0", mml), device_memory_bytes=H100_T).serving for mml in (8000, 29000)]
+    assert v1[0].kv_pool_bytes == v1[1].kv_pool_bytes
+
+
+def test_v0_6_4_charges_the_cuda_context_and_0_6_5_does_not():
+    charged = estimate(_v0("0.6.4", 8192), device_memory_bytes=H100_T).serving
+    not_charged = estimate(_v0("0.6.5", 8192), device_memory_bytes=H100_T).serving
+    assert not_charged.kv_pool_bytes - charged.kv_pool_bytes == vllm_mod.CUDA_CONTEXT_BYTES
+
+
+def test_v0_rtx3090_matches_vllm_10517():
+    # vLLM #10517, Llama-3.1-8B-Instruct on an RTX 3090, 0.6.4: "kv_cache_size=3.81GiB" at max-model-len 20000;
+    # at 29000 "kv_cache_size=2.89GiB" and "The model's max seq len (29000) is larger than the maximum number of
+    # tokens that can be stored in KV cache (23648)"
+    fits = estimate(_v0("0.6.4", 20000), device_memory_bytes=RTX3090_T).serving
+    assert fits.starts is True and fits.kv_pool_bytes / GIB == pytest.approx(3.81, abs=0.5)
+    refused = estimate(_v0("0.6.4", 29000), device_memory_bytes=RTX3090_T).serving
+    assert refused.starts is False and refused.available_kv_bytes / GIB == pytest.approx(2.89, abs=0.5)
+    assert "max_model_len 29000" in refused.reason
+    assert refused.shortfall_bytes == 1813 * 16 * 131_072 - refused.available_kv_bytes  # ceil(29000 / 16) blocks
+
+
+def test_v0_a6000_awq_matches_vllm_10360():
+    # vLLM #10360, Qwen2.5-32B-Instruct-AWQ on an RTX A6000, 0.6.4.post1: "total_gpu_memory=47.54GiB",
+    # "kv_cache_size=22.74GiB" at --max-model-len 4096
+    w = _v0("0.6.4.post1", 4096, "qwen2.5-32b", precision={"weights": "int4", "compute": "fp16", "kv_cache": "fp16"})
+    plan = estimate(w, device_memory_bytes=int(47.54 * GIB), device_name="NVIDIA RTX A6000").serving
+    assert plan.starts is True and plan.kv_pool_bytes / GIB == pytest.approx(22.74, abs=0.7)
+
+
+def test_the_0_17_sampler_frees_about_three_gib_of_the_profile_peak():
+    # llm-d-planner PR #205, Qwen3-14B on H100 at util 0.95, max_model_len 8192: KV 41.94 GiB at v0.16.0 and
+    # 45.23 GiB at v0.18.0 (activation 5.64 → 2.23 GiB from v0.17.0)
+    def plan(version):
+        w = _v0(version, 8192, "qwen3-14b", inference={"gpu_memory_utilization": 0.95})
+        return estimate(w, device_memory_bytes=int(79.19 * GIB), device_name="NVIDIA H100 80GB HBM3")
+
+    old, new = plan("0.16.0"), plan("0.18.0")
+    assert old.serving.kv_pool_bytes / GIB == pytest.approx(41.94, abs=0.3)
+    assert new.serving.kv_pool_bytes / GIB == pytest.approx(45.23, abs=0.3)
+    drop = old.per_device.component("activations").bytes - new.per_device.component("activations").bytes
+    assert drop / GIB == pytest.approx(5.64 - 2.23, abs=0.3)
 
 
 # --- properties --------------------------------------------------------------------------------
@@ -175,8 +266,8 @@ def test_tensor_parallel_2_halves_kv_bytes_per_token_on_a_rank(preset):
 
 def test_moe_profile_forward_is_split_by_tensor_degree():
     spec = _workload("mixtral-8x7b").spec
-    f1, _ = vllm_mod.profile_activations(spec, 1, 8192, 1024, 2, True)
-    f2, _ = vllm_mod.profile_activations(spec, 2, 8192, 1024, 2, True)
+    f1, _ = vllm_mod.profile_activations(spec, 1, 8192, 1024, 2, True, "0.11.0")
+    f2, _ = vllm_mod.profile_activations(spec, 2, 8192, 1024, 2, True, "0.11.0")
     assert f2 < f1
 
 
