@@ -1,0 +1,49 @@
+"""The behaviour contract: the engine's range holds every measured CPU tensor peak of the accuracy benchmark.
+
+`benchmarks/accuracy/results.json` records, per case, the exact tensor peak that PyTorch's profiler
+allocation events sum to (measured with torch 2.13.0+cpu and transformers 5.24.0; README.md there).
+These are measurements, not engine output, so they stay valid when the engine's internals move: each
+case must land inside the engine's [low, high] and within 5 % of its expected bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import accuracy
+from benchmarks.accuracy.cases import CASES
+from budgets.engine import Workload, estimate
+
+MAX_ERROR = 0.05  # |estimate − measured| / measured
+
+# out of range in `python -m benchmarks.accuracy` today; strict, so fixing one fails until it is removed here
+KNOWN_MISSES = {
+    "qwen3moe-mixed-train-sgd-bf16-sdpa-ckpt": (
+        "+1.59 %, low 161,133,209 > measured 160,521,352: the dense first layer (mlp_only_layers [0]) is "
+        "budgeted as MoE at the first-layer backward instant (benchmarks/accuracy/HOLDOUT.md, round 3)"
+    ),
+}
+
+MEASURED = json.loads((Path(accuracy.__file__).parent / "results.json").read_text())["cases"]
+
+
+def _param(case: dict):
+    miss = KNOWN_MISSES.get(case["name"])
+    marks = [pytest.mark.xfail(reason=miss, strict=True)] if miss else []
+    return pytest.param(case, id=case["name"], marks=marks)
+
+
+def test_every_case_is_measured():
+    assert {c["name"] for c in CASES} <= set(MEASURED)
+    assert set(KNOWN_MISSES) <= {c["name"] for c in CASES}
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+def test_measured_peak_is_inside_the_estimate(case):
+    measured = MEASURED[case["name"]]["measured_peak_bytes"]
+    pd = estimate(Workload.model_validate(case)).per_device
+    assert pd.total_low_bytes <= measured <= pd.total_high_bytes
+    assert abs(pd.total_bytes - measured) <= MAX_ERROR * measured
