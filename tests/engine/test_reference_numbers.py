@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from budgets.engine import Workload, estimate, load_presets
-from budgets.engine.components.kv_cache import kv_bytes_per_token
+from budgets.engine import Workload, estimate
 
 GB = 10**9
+PRESETS = Path(__file__).resolve().parents[2] / "fixtures" / "model_presets.json"
 
 
 def _zero_workload(stage: int, gradients: str = "fp16") -> Workload:
@@ -64,16 +67,51 @@ def test_zero3_gathered_layers_are_workspace_not_weights():
 @pytest.mark.parametrize(
     ("preset", "precision", "per_token"),
     [
-        ("llama-3.1-8b", "bf16", 131_072),
-        ("opt-13b", "fp16", 819_200),
+        ("llama-3.1-8b", "bf16", 131_072),  # DOMAIN.md §2: 128 KiB/token with GQA
+        ("opt-13b", "fp16", 819_200),  # PagedAttention (arXiv:2309.06180) §3: 800 KB/token
         ("llama-2-7b", "fp16", 524_288),
         ("llama-2-70b", "bf16", 327_680),
         ("mistral-7b-v0.1", "bf16", 131_072),
     ],
 )
 def test_kv_bytes_per_token(preset, precision, per_token):
-    spec = load_presets()[preset].spec
-    assert kv_bytes_per_token(spec, spec.num_kv_heads, spec.num_layers, precision) == per_token
+    w = Workload.model_validate(
+        {
+            "task": "inference",
+            "model": {"preset": preset},
+            "precision": {"weights": precision},
+            "inference": {"engine": "vllm", "max_input_tokens": 16, "max_output_tokens": 1},
+        }
+    )
+    assert estimate(w).serving.kv_bytes_per_token == per_token
+
+
+# Parameter counts the Hugging Face API reports for each checkpoint (safetensors metadata), as scraped in
+# github.com/AlexsJones/llmfit @ 026ac571bab477fcc50ba9c7a4aabbeff56828d2 llmfit-core/data/hf_models.json
+# ("parameters_raw"). The input is the preset's config.json (fixtures/model_presets.json gives its source:
+# verbatim, a copy, or rebuilt from copies), its head tied or not as the config says
+@pytest.mark.parametrize(
+    ("preset", "hf_repo", "parameters"),
+    [
+        ("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B", 494_032_768),
+        ("llama-3.2-1b", "meta-llama/Llama-3.2-1B", 1_235_814_400),
+        ("llama-3.2-3b", "meta-llama/Llama-3.2-3B", 3_212_749_824),
+        ("qwen2.5-7b", "Qwen/Qwen2.5-7B", 7_615_616_512),
+        ("gemma-2-9b", "google/gemma-2-9b-it", 9_241_705_984),  # the instruct tune: same architecture
+        ("gemma-2-27b", "google/gemma-2-27b-it", 27_227_128_320),
+    ],
+)
+def test_weights_count_the_published_parameters(preset, hf_repo, parameters):
+    config = next(p["config"] for p in json.loads(PRESETS.read_text())["presets"] if p["id"] == preset)
+    w = Workload.model_validate(
+        {
+            "task": "inference",
+            "model": {"hf_config": config},
+            "precision": {"weights": "fp32"},
+            "inference": {"engine": "transformers", "kv_cache_layout": "dynamic"},
+        }
+    )
+    assert estimate(w).per_device.component("weights").bytes == 4 * parameters, hf_repo
 
 
 def test_serving_reports_kv_per_token_and_pool():
