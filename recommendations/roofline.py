@@ -37,7 +37,7 @@ class Efficiency:
 #   low      0.33  = FlashAttention-2 on H100, "Flash Attention 2.0 | 327.9" TFLOPS of 989 (long prompts,
 #                    where attention dominates);
 #   expected 0.615 = cuBLASLt FP8 GEMM 4096×4096×4096 on H100, "1216.9" TFLOPS of 1979 (the GEMM sizes of
-#                    a few-thousand-token prompt through a 4096-wide model);
+#                    a few-thousand-token prompt through a 4096-wide model; the file has no H100 BF16 GEMM);
 #   high     0.822 = cuBLASLt FP16 GEMM 16384³ on A100, "256.5" TFLOPS of 312 (the largest GEMMs).
 MATMUL_EFFICIENCY = Efficiency(low=0.33, expected=0.615, high=0.822)
 
