@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import logging
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 from pydantic import ValidationError
@@ -28,7 +30,7 @@ from budgets.services import budget_estimate, configuration_device, workload_val
 from catalog.models import Configuration, Node
 from workers.runner.plan import PlaceholderError, program_argv, template_placeholders
 
-from . import acceptance
+from . import acceptance, calibration
 from .choices import FailureKind, JobStatus, MeasurementSource, OrderStatus
 from .document import MeasurementDocument
 from .models import AcceptanceJob, Measurement, Order, RegisteredProgram
@@ -579,3 +581,97 @@ def validation_message(exc: ValidationError) -> dict[str, list[str]]:
     from budgets.engine import validation_errors
 
     return validation_errors(exc)
+
+
+# --- calibration ---------------------------------------------------------------------------------
+
+
+def calibration_records(
+    queryset: models.QuerySet[Measurement],
+    *,
+    estimate_ms_per_output_token: Callable[[Measurement], float | None] | None = None,
+) -> list[calibration.CalibrationRecord]:
+    """Calibration records of the succeeded measurements in ``queryset`` that were compared with a budget:
+    one per view of ``Measurement.ratios`` (a failed or out-of-memory run measured no completed peak).
+
+    The latency view joins when the run measured ms per output token and ``estimate_ms_per_output_token``
+    gives the estimate it is compared with (the recommender's roofline; measurements do not depend on it).
+    One query: the order, workload, configuration and architecture come with each row.
+    """
+    rows = queryset.filter(outcome=acceptance.OUTCOME_SUCCEEDED, budget__isnull=False).select_related(
+        "order__workload", "order__configuration__accelerator__architecture"
+    )
+    records: list[calibration.CalibrationRecord] = []
+    for measurement in rows:
+        figures = [
+            (view, float(ratio["measured_bytes"]), float(ratio["estimated_bytes"]))
+            for view, ratio in sorted(measurement.ratios.items())
+        ]
+        latency = _latency_figures(measurement, estimate_ms_per_output_token)
+        records.extend(_records(measurement, figures + latency))
+    return records
+
+
+def _latency_figures(
+    measurement: Measurement, estimate: Callable[[Measurement], float | None] | None
+) -> list[tuple[str, float, float]]:
+    measured = (measurement.document.get("timing") or {}).get("ms_per_output_token")
+    estimated = estimate(measurement) if estimate is not None and measured else None
+    return [(calibration.LATENCY_VIEW, float(measured), estimated)] if estimated else []
+
+
+def _records(measurement: Measurement, figures: list[tuple[str, float, float]]) -> list[calibration.CalibrationRecord]:
+    figures = [(view, measured, estimated) for view, measured, estimated in figures if estimated > 0]
+    if not figures:
+        return []
+    order = measurement.order
+    views = (measurement.budget.get("per_device") or {}).get("views") or {}
+    workload = workload_summary(order.workload.description)
+    return [
+        calibration.CalibrationRecord(
+            measurement_id=measurement.pk,
+            order_id=order.pk,
+            job_id=measurement.job_id,
+            configuration=order.configuration.slug,
+            architecture=_architecture_slug(order.configuration),
+            view=view,
+            measured=measured,
+            estimated=estimated,
+            estimated_low=views.get(view, {}).get("low"),
+            estimated_high=views.get(view, {}).get("high"),
+            workload=workload,
+        )
+        for view, measured, estimated in figures
+    ]
+
+
+def _architecture_slug(configuration: Configuration) -> str:
+    if configuration.accelerator is None:
+        return f"cpu:{configuration.host_cpu_architecture}"
+    return configuration.accelerator.architecture.slug
+
+
+def workload_summary(description: dict[str, Any]) -> calibration.WorkloadSummary:
+    """What makes two stored workloads similar (``calibration.similar_workload``), from a description."""
+    spec = workload_validate(description)
+    precision = spec.precision.weights
+    if spec.task == "custom":
+        assert spec.custom is not None
+        name = _digest(description.get("custom"))
+        return calibration.WorkloadSummary(name, "custom", "custom", precision, spec.custom.concurrency, 0)
+    assert spec.model is not None
+    model = spec.model.preset or _digest(description.get("model"))
+    if spec.task == "training":
+        t = spec.training
+        assert t is not None
+        return calibration.WorkloadSummary(model, "training", "transformers", precision, t.micro_batch_size,
+                                           t.sequence_length)  # fmt: skip
+    i = spec.inference
+    assert i is not None
+    return calibration.WorkloadSummary(model, "inference", i.engine, precision, i.concurrent_sessions,
+                                       i.max_request_tokens)  # fmt: skip
+
+
+def _digest(value: Any) -> str:
+    """A short, stable name for a given model (an hf_config or architecture): its canonical JSON's hash."""
+    return "sha256:" + hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]

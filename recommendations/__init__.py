@@ -1,0 +1,1 @@
+"""Recommendations: which configurations run a workload, how fast, at what cost, on what evidence."""
