@@ -1,4 +1,4 @@
-"""Bytes per element of each representation."""
+"""Bytes per element of each representation, and the block scales of the quantized weight formats."""
 
 from __future__ import annotations
 
@@ -9,10 +9,33 @@ BYTES_PER_ELEMENT: dict[str, float] = {
     "fp8": 1.0,
     "int8": 1.0,
     "int4": 0.5,
+    "nf4": 0.5,
 }
 
-QUANT_GROUP = 128  # weights per quantization group (GPTQ/AWQ/bitsandbytes-style blockwise scales)
+QUANT_GROUP = 128  # weights per quantization group (GPTQ/AWQ-style group scales)
+
+# bitsandbytes NF4 (bitsandbytes@a06a0f6 = 0.41.0, bitsandbytes/functional.py:775 `quantize_4bit(...,
+# blocksize=64, ...)`, :812 `absmax = torch.zeros((blocks,), ..., dtype=torch.float32)`): two 4-bit codes
+# per byte and one fp32 absmax per block of 64 weights, without double quantization (quantize_4bit's
+# compress_statistics=False; with it the absmax is stored as uint8 with an fp32 absmax per 256 blocks,
+# :844-848, not modelled)
+NF4_BLOCK = 64
+NF4_ABSMAX_BYTES = 4
+
+# bytes of the scales per group: an fp16 scale (+ an fp16 zero for int4) per QUANT_GROUP weights;
+# nf4: the fp32 absmax per NF4_BLOCK weights
+SCALE_BYTES_PER_WEIGHT: dict[str, float] = {
+    "int8": 2 / QUANT_GROUP,
+    "int4": 4 / QUANT_GROUP,
+    "fp8": 0.0,
+    "nf4": NF4_ABSMAX_BYTES / NF4_BLOCK,
+}
 
 
 def nbytes(precision: str) -> float:
     return BYTES_PER_ELEMENT[precision]
+
+
+def stored_bytes_per_weight(precision: str) -> float:
+    """Bytes one weight takes on the device, its share of the block scales included."""
+    return nbytes(precision) + SCALE_BYTES_PER_WEIGHT.get(precision, 0.0)

@@ -19,7 +19,10 @@ from .models.spec import ModelSpec, from_architecture
 from .vllm import DEFAULT_VLLM_VERSION, default_gpu_memory_utilization
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
+# weights only: bitsandbytes NF4 (4-bit codes + an fp32 absmax per 64 weights, dtypes.py)
+WeightPrecision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4"]
 FLOAT_PRECISIONS = ("fp32", "bf16", "fp16")
+QUANTIZED_PRECISIONS = ("fp8", "int8", "int4", "nf4")
 
 MAX_TOKENS = 10_000_000  # longest request, prompt + output, tokens
 MAX_SESSIONS = 100_000
@@ -145,7 +148,11 @@ def _check_spec_bounds(spec: ModelSpec) -> None:
 
 
 class PrecisionSpec(_Section):
-    weights: Precision = Field("bf16", description="weights representation on the device")
+    weights: WeightPrecision = Field(
+        "bf16",
+        description="weights representation on the device; nf4: bitsandbytes NF4 (QLoRA), an fp32 absmax per 64"
+        " weights, the LM head kept 16-bit",
+    )
     compute: Precision | None = Field(None, description="default: weights for fp32/bf16/fp16, else bf16")
     kv_cache: Precision | None = Field(None, description="default: compute")
     gradients: Precision | None = Field(None, description="training only; default: the weights' dtype")
@@ -252,6 +259,13 @@ class TrainingSpec(_Section):
     activation_checkpointing: Literal["none", "selective", "full"] = "none"
     method: Literal["full", "lora", "qlora"] = "full"
     lora: LoraSpec = Field(default_factory=LoraSpec)
+    loss_chunks: int = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="chunks the output projection and cross-entropy run in, one chunk's fp32 upcast at a time:"
+        " 1 = transformers' whole-logits ForCausalLMLoss; torchtune's CEWithChunkedOutputLoss uses 8",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> TrainingSpec:
@@ -286,12 +300,19 @@ class RuntimeSpec(_Section):
         " 5.24.0); the budget names the implementation profile it used",
     )
 
-    @field_validator("engine_version")
+    bitsandbytes_version: str | None = Field(
+        None,
+        max_length=32,
+        description="QLoRA: the bitsandbytes release; before 0.43.2 every 4-bit linear keeps its input for"
+        " backward (bitsandbytes PR #1270); default: a later release",
+    )
+
+    @field_validator("engine_version", "bitsandbytes_version")
     @classmethod
-    def _check_engine_version(cls, value: str | None) -> str | None:
+    def _check_release(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None and not re.match(ENGINE_VERSION_PATTERN, value):
             raise ValueError(
-                f"engine_version {value!r} is not a release number (allowed: digits and dots such as '0.11.0',"
+                f"{info.field_name} {value!r} is not a release number (allowed: digits and dots such as '0.11.0',"
                 " '0.10.1.1', '0.6.4.post1')"
             )
         return value
@@ -361,17 +382,13 @@ class Workload(_Section):
         if self.task == "training":
             assert self.training is not None
             # ZeRO with one data-parallel replica is allowed: it shards nothing (per-device states unchanged).
-            if self.training.method == "qlora" and self.precision.weights != "int4":
-                raise ValueError("training.method 'qlora' needs precision.weights 'int4'")
+            if self.training.method == "qlora" and self.precision.weights not in ("int4", "nf4"):
+                raise ValueError("training.method 'qlora' needs precision.weights 'nf4' or 'int4'")
             if par.sequence_parallel and par.tensor == 1:
                 raise ValueError("parallelism.sequence_parallel needs parallelism.tensor > 1")
         if self.runtime.device == "cpu" and par.devices > 1:
             raise ValueError("runtime.device 'cpu' budgets one process: use tensor = pipeline = data = 1")
-        if (
-            self.task == "inference"
-            and self.precision.weights in ("int8", "int4", "fp8")
-            and self.runtime.device == "cpu"
-        ):
+        if self.task == "inference" and self.precision.weights in QUANTIZED_PRECISIONS and self.runtime.device == "cpu":
             raise ValueError("runtime.device 'cpu' supports fp32, bf16 and fp16 weights")
         return self
 

@@ -15,6 +15,7 @@ from . import parallel
 from .budget import ZERO, Range
 from .components import activations as act
 from .components import training as tr
+from .components import workspace as ws
 from .components.weights import weight_bytes
 from .dtypes import nbytes
 from .models.spec import ModelSpec
@@ -221,7 +222,7 @@ def _forward_saved(
     s, d = x.s, x.d
     gqa_sdpa = attention != "eager" and spec.head_dim <= 256
     sp_t = stage.tensor if stage.sequence_parallel else 1
-    per_layer = act.training_saved_per_layer(spec, x, attention, not gqa_sdpa, mode, sp_t)
+    per_layer = act.training_saved_per_layer(spec, x, attention, not gqa_sdpa, mode, sp_t, _kept(w))
     saved_layers = per_layer * stage.layers * stage.in_flight_microbatches
     # masks: eager additive masks (two with a sliding mapping), or an SDPA sliding bool mask; every
     # sliding SDPA layer saves its converted (additive, dtype d) copy of the bool mask for backward
@@ -261,24 +262,30 @@ def _activations(
     batch = Range(x.tokens * 8, 2 * x.tokens * 8, 3 * x.tokens * 8)
     gqa_sdpa = attention != "eager" and spec.head_dim <= 256
     full_ckpt = t.activation_checkpointing == "full"
-    recompute = act.training_layer_recompute(spec, x, attention, not gqa_sdpa) if full_ckpt else 0
+    kept = _kept(w)
+    recompute = act.training_layer_recompute(spec, x, attention, not gqa_sdpa, kept) if full_ckpt else 0
     if recompute and sliding_mask_copy:
         recompute += sliding_mask_copy
     bwd_transient = act.training_backward_transient(spec, x)
+    full = t.method == "full"
     if stage.holds_head:
-        final_norm = act._norm_saved(spec, x)
-        loss_fwd = act.loss_peak(x, spec)
+        # a frozen head (LoRA, QLoRA: transformers keeps it out of 4-bit) keeps no input
+        final_norm = act._norm_saved(spec, x, output_saved=full, weight_trained=kept.norm_weights)
+        loss_fwd = act.loss_peak(x, spec, t.loss_chunks)
         loss_keep = act.loss_saved(x, spec)
     else:
         final_norm = loss_fwd = loss_keep = 0
     # a V×h gradient (head, or embedding) in the gradient dtype, on this tensor-parallel rank
     vocab_grad = (spec.vocab_size * spec.embed_dim / stage.tensor) * nbytes(states.grad_prec)
-    full = t.method == "full"
     head_grad = (vocab_grad if (stage.holds_head and full) else 0) / states.grad_shards
     emb_grad_transient = vocab_grad if (spec.tie_word_embeddings and full and stage.holds_embedding) else 0
 
     fwd_act = (
-        saved_layers + embed_out + model_level + final_norm + (act.loss_forward(x, spec) if stage.holds_head else 0)
+        saved_layers
+        + embed_out
+        + model_level
+        + final_norm
+        + (act.loss_forward(x, spec, t.loss_chunks) if stage.holds_head else 0)
     )
     bwd_start_act = saved_layers + kept_model_level + final_norm + max(loss_fwd, loss_keep + recompute + bwd_transient)
     # late backward, the stage's first layer: its recompute and gradients, the gradient of its input,
@@ -334,10 +341,16 @@ def _workspace(
         else:
             buckets = min(5e8, trainable) * nbytes(states.grad_prec)  # DeepSpeed reduce bucket 5e8 elements
     ws_fixed = Range.exact(zero3_gather + buckets)
-    qlora_dequant = 0
-    if w.training.method == "qlora":
-        qlora_dequant = spec.hidden_size * max(x.inter, x.q) * x.d  # one dequantized matrix at a time
+    qlora_dequant = (
+        ws.dequantized_weight(spec.hidden_size, max(x.inter, x.q), x.d) if w.training.method == "qlora" else 0
+    )
     return ws_fixed + Range.exact(qlora_dequant)
+
+
+def _kept(w: Workload) -> act.Kept:
+    assert w.training is not None
+    t = w.training
+    return tr.kept_inputs(t.method, list(t.lora.target_modules), t.lora.rank, w.runtime.bitsandbytes_version)
 
 
 def _notes(w: Workload, stage: parallel.Stage, params: _Trainable, states: _ModelStates) -> dict[str, str]:
@@ -366,6 +379,7 @@ def _notes(w: Workload, stage: parallel.Stage, params: _Trainable, states: _Mode
             else ""
         )
         + ("; logits, fp32 upcast and cross-entropy copies" if stage.holds_head else "")
+        + (f" in {t.loss_chunks} chunks" if stage.holds_head and t.loss_chunks > 1 else "")
         + f"; {params.train_note}"
     )
     return notes

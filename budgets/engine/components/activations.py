@@ -242,12 +242,37 @@ def sampling_scores(b: int, vocab: int, d: float) -> float:
 # --- training ----------------------------------------------------------------------------------
 
 
-def _rms_saved_per_element(spec: ModelSpec, d: float, output_saved: bool) -> float:
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """Which layer inputs autograd keeps for backward, by what is trained. A matmul saves its input only
+    for its weight's gradient and a multiply its other operand only for that operand's gradient
+    (pytorch tools/autograd/gen_variable_type.py `guard_for`: a saved input is guarded by
+    `grad_fn->should_compute_output(...)`), so a frozen projection keeps no input and a frozen norm
+    weight no normalized tensor; a LoRA adapter's A keeps the projection input and its B A's output
+    (rank per token). Measured (torch 2.13 CPU, one bf16 LlamaDecoderLayer, 64 tokens): full minus
+    frozen + LoRA on q/v = both norms' normalized tensors + the post-attention norm output + the
+    down_proj input − the two A outputs, to the byte. bitsandbytes before 0.43.2 keeps every 4-bit
+    linear's input (`components/training.py` BNB_KEEPS_INPUT_BEFORE)."""
+
+    norm_weights: bool = True
+    qkv_input: bool = True  # input norm output, read by q/k/v
+    mlp_input: bool = True  # post-attention norm output, read by gate/up (fc1)
+    down_input: bool = True  # the MLP product (activation output), read by down (fc2)
+    adapter_outputs: int = 0  # per token: LoRA rank × adapted linears
+
+
+ALL_TRAINED = Kept()
+
+
+def _rms_saved_per_element(spec: ModelSpec, d: float, output_saved: bool, weight_trained: bool = True) -> float:
     """Bytes an RMSNorm keeps for backward per element: the fp32 input (x.to(float32); x itself in
-    fp32) and what the weight multiply saves: LlamaRMSNorm the normalized tensor cast back (d; in fp32
-    the normalized tensor), Gemma's ·(1 + w) the fp32 normalized tensor. The output (d) only when its
-    consumer saves it (a projection does; a residual add or the rotary multiply by cos/sin does not)."""
-    if spec.norm_weight_offset:
+    fp32) and, for a trained weight, what the weight multiply saves: LlamaRMSNorm the normalized tensor
+    cast back (d; in fp32 the normalized tensor), Gemma's ·(1 + w) the fp32 normalized tensor. The
+    output (d) only when its consumer saves it (a trained projection does; a residual add or the
+    rotary multiply by cos/sin does not)."""
+    if not weight_trained:
+        per = 4.0
+    elif spec.norm_weight_offset:
         per = 4.0 + 4
     else:
         per = 4 + (4 if d >= 4 else d)
@@ -261,32 +286,36 @@ def _rms_saved_per_norm(spec: ModelSpec, rows: int, width: int) -> float:
     return rows * 4 + (width * 4 if spec.norm_weight_offset else 0)
 
 
-def _norm_saved(spec: ModelSpec, x: Shape, output_saved: bool = True) -> float:
+def _norm_saved(spec: ModelSpec, x: Shape, output_saved: bool = True, weight_trained: bool = True) -> float:
     t = x.tokens * x.h
     if spec.norm == "layer":
-        # input, output; fp32 mean and rstd
+        # input, output; fp32 mean and rstd (native_layer_norm keeps its input for the input's gradient)
         return (2 if output_saved else 1) * t * x.d + 2 * x.tokens * 4
-    return t * _rms_saved_per_element(spec, x.d, output_saved) + _rms_saved_per_norm(spec, x.tokens, x.h)
+    per_element = _rms_saved_per_element(spec, x.d, output_saved, weight_trained)
+    return t * per_element + _rms_saved_per_norm(spec, x.tokens, x.h)
 
 
-def _layer_norms_saved(spec: ModelSpec, x: Shape) -> float:
+def _layer_norms_saved(spec: ModelSpec, x: Shape, kept: Kept = ALL_TRAINED) -> float:
+    trained = kept.norm_weights
+    pre_attention = _norm_saved(spec, x, kept.qkv_input, trained)
+    pre_mlp = _norm_saved(spec, x, kept.mlp_input, trained)
     if spec.norms_per_layer == 4:
         # Gemma 2/3 sandwich: the pre-norms feed projections, the post-norms a residual add
-        saved = 2 * _norm_saved(spec, x) + 2 * _norm_saved(spec, x, output_saved=False)
+        saved = pre_attention + pre_mlp + 2 * _norm_saved(spec, x, output_saved=False, weight_trained=trained)
     else:
-        saved = spec.norms_per_layer * _norm_saved(spec, x)
+        saved = pre_attention + pre_mlp
     if spec.parallel_residual:
         # GPTNeoXLayer: input_layernorm and post_attention_layernorm read the same layer input
         saved -= x.tokens * x.h * x.d
     return saved
 
 
-def _attention_saved(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool) -> float:
+def _attention_saved(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, norm_weights: bool = True) -> float:
     tok = x.tokens
     qk_norm = 0.0
     if spec.qk_norm:
         # q_norm/k_norm outputs feed the rotary multiply, which saves cos/sin, not them
-        qk_norm = tok * (x.q + x.kv) * _rms_saved_per_element(spec, x.d, output_saved=False)
+        qk_norm = tok * (x.q + x.kv) * _rms_saved_per_element(spec, x.d, False, norm_weights)
         hd = spec.head_dim
         qk_norm += _rms_saved_per_norm(spec, tok * x.q // hd, hd) + _rms_saved_per_norm(spec, tok * x.kv // hd, hd)
     if attention == "eager":
@@ -315,7 +344,7 @@ def _attention_saved(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool
     return proj + out + lse + qk_norm
 
 
-def _mlp_saved(spec: ModelSpec, x: Shape) -> float:
+def _mlp_saved(spec: ModelSpec, x: Shape, kept: Kept = ALL_TRAINED) -> float:
     tok = x.tokens
     if spec.is_moe:
         k = spec.experts_per_token
@@ -337,37 +366,42 @@ def _mlp_saved(spec: ModelSpec, x: Shape) -> float:
             shared = 4 * tok * spec.shared_expert_intermediate_size * x.d + tok * (x.h + 1) * x.d
         return routed + routing + shared
     ti = tok * x.inter * x.d
+    down_input = ti if kept.down_input else 0  # the down_proj (fc2) input, kept for its weight's gradient
     if spec.mlp == "gated":
-        return 4 * ti  # gate (silu input), act, up, act*up (down_proj input)
+        return 3 * ti + down_input  # gate (silu input), act, up (the product's operands)
     if spec.activation in PYTHON_GELU:
-        return 5 * ti  # x, tanh, 0.5x, 1+tanh, output
+        return 4 * ti + down_input  # x, tanh, 0.5x, 1+tanh
     if spec.activation == "relu":
         return ti  # relu keeps its output, which is also fc2's input
-    return 2 * ti
+    return ti + down_input  # fc1 output (the activation's input)
 
 
 def training_saved_per_layer(
-    spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, mode: str, sp_t: int = 1
+    spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, mode: str, sp_t: int = 1, kept: Kept = ALL_TRAINED
 ) -> float:
     """Bytes one decoder layer keeps for backward, per micro-batch.
 
     mode none: everything autograd saves; selective: recompute the attention core (keeps norms,
     projections and MLP); full: only the layer input (HF gradient checkpointing).
     `sp_t` > 1 shards the norm/residual regions across the tensor group (sequence parallel).
+    `kept`: which inputs frozen layers no longer keep (LoRA, QLoRA).
     """
     hidden = x.tokens * x.h * x.d
     if mode == "full":
         return hidden / sp_t
-    norms = _layer_norms_saved(spec, x) / sp_t
-    attn = _attention_saved(spec, x, attention, gqa_copies)
+    norms = _layer_norms_saved(spec, x, kept) / sp_t
+    attn = _attention_saved(spec, x, attention, gqa_copies, kept.norm_weights)
     if mode == "selective":
         attn = x.tokens * (x.q + 2 * x.kv) * x.d  # projections only; scores/outputs recomputed
-    return norms + attn + _mlp_saved(spec, x)
+    adapters = x.tokens * kept.adapter_outputs * x.d
+    return norms + attn + _mlp_saved(spec, x, kept) + adapters
 
 
-def training_layer_recompute(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool) -> float:
+def training_layer_recompute(
+    spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, kept: Kept = ALL_TRAINED
+) -> float:
     """With full checkpointing, backward recomputes one layer: its saved tensors come back."""
-    return training_saved_per_layer(spec, x, attention, gqa_copies, "none")
+    return training_saved_per_layer(spec, x, attention, gqa_copies, "none", kept=kept)
 
 
 def training_backward_transient(spec: ModelSpec, x: Shape) -> float:
@@ -384,24 +418,32 @@ def _softcap_saved(spec: ModelSpec, x: Shape) -> float:
     return x.tokens * x.vocab * x.d if spec.final_logit_softcapping else 0
 
 
-def loss_peak(x: Shape, spec: ModelSpec | None = None) -> float:
-    """Logits and cross-entropy (HF ForCausalLMLoss: logits.float(), log_softmax, nll).
+def loss_peak(x: Shape, spec: ModelSpec | None = None, chunks: int = 1) -> float:
+    """Logits and cross-entropy (HF ForCausalLMLoss: logits.float(), log_softmax, nll), or torchtune's
+    CEWithChunkedOutputLoss over `chunks` chunks of positions (torchtune@30b8519
+    torchtune/modules/transformer.py:463-466 applies the output projection chunk by chunk and
+    modules/loss/ce_chunked_output_loss.py:78-81 upcasts and computes the cross-entropy one chunk at a
+    time, as transformers does for the whole).
 
-    Forward: logits (d) + fp32 upcast + log_softmax output. Backward start: log_softmax output, the
-    nll gradient and the log_softmax gradient, all fp32 → the larger of the two. With soft-capping,
-    its saved tanh output on top of both."""
+    Forward: `loss_forward`. Backward start: every chunk's fp32 log_softmax output (saved), and one
+    chunk's nll gradient and log_softmax gradient (fp32) → the larger of the two. With soft-capping, its
+    saved tanh output on top of both."""
     tv = x.tokens * x.vocab
     cap = _softcap_saved(spec, x) if spec else 0
-    fwd = tv * (x.d + 4 + 4) if x.d < 4 else tv * 8
-    bwd = tv * 12
-    return max(fwd, bwd) + cap
+    bwd = tv * (4 + 8 / chunks)
+    return max(loss_forward(x, None, chunks), bwd) + cap
 
 
-def loss_forward(x: Shape, spec: ModelSpec | None = None) -> float:
-    """Loss forward only: logits (d) + fp32 upcast (when d < 4) + log_softmax output (+ soft-cap tanh)."""
+def loss_forward(x: Shape, spec: ModelSpec | None = None, chunks: int = 1) -> float:
+    """Loss forward: the logits (d, every chunk: the projection runs before the loss), the fp32
+    log_softmax outputs (every chunk's is saved for backward), and one chunk's fp32 upcast (when d < 4;
+    `.float()` of fp32 logits is the tensor itself) (+ soft-cap tanh). Eager operators: under
+    torch.compile of the per-chunk cross-entropy (torchtune's recipes with compile on,
+    torchtune/training/_compile.py:68-71) the fused kernel may keep less; not modelled."""
     tv = x.tokens * x.vocab
     cap = _softcap_saved(spec, x) if spec else 0
-    return (tv * (x.d + 4 + 4) if x.d < 4 else tv * 8) + cap
+    upcast = 4 if x.d < 4 else 0
+    return tv * (x.d + 4 + upcast / chunks) + cap
 
 
 def loss_saved(x: Shape, spec: ModelSpec | None = None) -> float:

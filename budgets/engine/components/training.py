@@ -9,6 +9,15 @@ With fp16 weights and gradients, fp32 master and Adam this is the paper's 16 B/p
 from __future__ import annotations
 
 from ..dtypes import nbytes
+from ..vllm import parse_version
+from .activations import ALL_TRAINED, Kept
+
+# bitsandbytes MatMul4Bit (the 4-bit linear's autograd function) kept its input for backward whenever an
+# input needed a gradient (bitsandbytes@a06a0f6 = 0.41.0, bitsandbytes/autograd/_functions.py:522-523
+# `if any(ctx.needs_input_grad[:2]): ctx.tensors = (A, B)`; 0.43.1 the same); PR #1270 ("fix QLoRA mem
+# bug: delete useless buffered activation", commit 9e75374) keeps `(None, B)` from 0.43.2 on
+BNB_KEEPS_INPUT_BEFORE = (0, 43, 2)
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 STATES_PER_PARAM = {"adamw": 2.0, "sgd": 0.0, "sgd_momentum": 1.0, "lion": 1.0}
 
@@ -54,3 +63,22 @@ def lora_parameters(spec_h: int, q: int, kv: int, inter: int, layers: int, rank:
     }
     names = list(dims) if "all-linear" in targets else targets
     return layers * sum(rank * (dims[n][0] + dims[n][1]) for n in dict.fromkeys(names))
+
+
+def kept_inputs(method: str, targets: list[str], rank: int, bitsandbytes_version: str | None) -> Kept:
+    """Which layer inputs the training step keeps for backward: all of them in full fine-tuning; with
+    frozen base weights (LoRA, QLoRA) only those of the adapted projections (each adapter's A keeps the
+    projection input, its B A's rank-wide output) and no norm's normalized tensor; QLoRA on
+    bitsandbytes before 0.43.2 also every 4-bit projection's input."""
+    if method == "full":
+        return ALL_TRAINED
+    adapted = set(PROJECTIONS) if "all-linear" in targets else set(targets)
+    old_bnb = bitsandbytes_version is not None and parse_version(bitsandbytes_version) < BNB_KEEPS_INPUT_BEFORE
+    every_input = method == "qlora" and old_bnb
+    return Kept(
+        norm_weights=False,
+        qkv_input=every_input or bool(adapted & {"q_proj", "k_proj", "v_proj"}),
+        mlp_input=every_input or bool(adapted & {"gate_proj", "up_proj"}),
+        down_input=every_input or "down_proj" in adapted,
+        adapter_outputs=rank * len(adapted),
+    )

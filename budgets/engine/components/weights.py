@@ -1,16 +1,16 @@
 """Weights resident on a device.
 
-Float formats: parameters × bytes. Quantized formats (int8/int4/fp8) store the decoder's linear
-layers quantized, with one fp16 scale (int4: scale + zero) per group of 128 weights; embeddings,
-LM head and norms stay 16-bit (DOMAIN.md §2). A `weights_bytes` override (e.g. a safetensors index
-`total_size`) is taken as exact and split like the parameters.
+Float formats: parameters × bytes. Quantized formats (int8/int4/fp8/nf4) store the decoder's linear
+layers quantized, with one fp16 scale (int4: scale + zero) per group of 128 weights, or for
+bitsandbytes nf4 one fp32 absmax per block of 64 (`dtypes.py`); embeddings, LM head and norms stay
+16-bit (DOMAIN.md §2; transformers' quantizers keep the output embedding unquantized,
+transformers 5.24.0 quantizers/base.py:39-63 `get_keys_to_not_convert`). A `weights_bytes` override (e.g.
+a safetensors index `total_size`) is taken as exact and split like the parameters.
 """
 
 from __future__ import annotations
 
-from ..dtypes import QUANT_GROUP, nbytes
-
-SCALE_BYTES_PER_GROUP = {"int8": 2, "int4": 4, "fp8": 0}  # fp16 scale (+ fp16 zero for int4)
+from ..dtypes import NF4_BLOCK, QUANT_GROUP, nbytes, stored_bytes_per_weight
 
 
 def weight_bytes(
@@ -31,9 +31,10 @@ def weight_bytes(
         exact = layer_params + embedding_params + head_params
         note = f"exact: {round(exact):,} parameters × {nbytes(precision):g} B ({precision})"
         return round(exact * nbytes(precision)), note
-    per_weight = nbytes(precision) + SCALE_BYTES_PER_GROUP[precision] / QUANT_GROUP
-    value = layer_params * per_weight + (embedding_params + head_params) * 2
-    return int(value), (
-        f"{precision} decoder weights with per-{QUANT_GROUP} group scales"
-        f"{' and zeros' if precision == 'int4' else ''}; embeddings, LM head and norms kept 16-bit"
+    value = layer_params * stored_bytes_per_weight(precision) + (embedding_params + head_params) * 2
+    scales = (
+        f"bitsandbytes NF4 with an fp32 absmax per {NF4_BLOCK}"
+        if precision == "nf4"
+        else f"{precision} with per-{QUANT_GROUP} group scales{' and zeros' if precision == 'int4' else ''}"
     )
+    return int(value), f"decoder weights {scales}; embeddings, LM head and norms kept 16-bit"

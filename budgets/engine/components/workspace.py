@@ -88,3 +88,12 @@ def attention_backend(device: str, attention: str) -> Range:
     if attention == "flash":
         return Range(0, 4 * MIB, 64 * MIB)
     return Range(0, 0, 32 * MIB)
+
+
+def dequantized_weight(hidden: int, widest: int, d: float) -> float:
+    """bitsandbytes' 4-bit linear, for an input of more than one token or one that needs a gradient,
+    dequantizes its whole weight to the compute dtype before `linear` (bitsandbytes@a06a0f6 = 0.41.0,
+    bitsandbytes/autograd/_functions.py:516 `F.dequantize_4bit(B, state).to(A.dtype)`; the `gemv_4bit`
+    path only for one token without grad, :568-574), and again in backward for the input's gradient
+    (:547): one decoder matrix (hidden × the widest projection) at a time."""
+    return hidden * widest * d

@@ -1,0 +1,92 @@
+"""Training mechanisms from the libraries' source: chunked cross-entropy (torchtune), bitsandbytes NF4
+storage and QLoRA's saved inputs, frozen layers keeping no inputs (LoRA)."""
+
+from __future__ import annotations
+
+import pytest
+
+from budgets.engine import Workload, estimate
+from budgets.engine.components import activations as act
+from budgets.engine.components import training as tr
+from budgets.engine.dtypes import stored_bytes_per_weight
+from budgets.engine.models.presets import load_presets
+
+GIB = 2**30
+
+
+def _training(model: str = "llama-3.1-8b", **training) -> dict:
+    payload = {"task": "training", "model": {"preset": model}, "precision": {"weights": "bf16"}}
+    payload["training"] = {"micro_batch_size": 2, "sequence_length": 2048, "method": "lora", **training}
+    return payload
+
+
+def _peak(payload: dict) -> int:
+    return estimate(Workload.model_validate(payload)).per_device.total_bytes
+
+
+def _activations(payload: dict) -> int:
+    return estimate(Workload.model_validate(payload)).per_device.component("activations").bytes
+
+
+def _weights(payload: dict) -> int:
+    return estimate(Workload.model_validate(payload)).per_device.component("weights").bytes
+
+
+def test_more_loss_chunks_never_raise_the_peak() -> None:
+    peaks = [_peak(_training(loss_chunks=n)) for n in (1, 2, 4, 8, 16)]
+    assert peaks == sorted(peaks, reverse=True)
+
+
+def test_loss_chunks_lower_the_peak_when_logits_dominate() -> None:
+    # Llama 3.1's 128,256-token vocabulary: 4,096 positions of fp32 logits copies are GiBs
+    whole, chunked = _peak(_training(loss_chunks=1)), _peak(_training(loss_chunks=8))
+    assert whole - chunked > 2 * GIB
+
+
+def test_one_loss_chunk_is_transformers_whole_logits_loss() -> None:
+    spec = load_presets()["llama-3.1-8b"].spec
+    x = act.Shape(b=1, s=512, k=512, h=4096, q=4096, kv=1024, heads=32, inter=14336, vocab=128256, d=2)
+    tv = 512 * 128256
+    assert act.loss_forward(x, spec, 1) == tv * (2 + 4 + 4)  # logits, fp32 upcast, log_softmax output
+    assert act.loss_peak(x, spec, 1) == tv * 12  # log_softmax output, nll and log_softmax gradients
+    # 8 chunks: the logits, every chunk's log_softmax output and one chunk's upcast, over the backward's
+    # log_softmax outputs and one chunk's two gradients
+    assert act.loss_peak(x, spec, 8) == act.loss_forward(x, spec, 8) == tv * (2 + 4 + 4 / 8)
+
+
+def test_nf4_bytes_per_weight_follow_bitsandbytes_blocks() -> None:
+    # bitsandbytes quantize_4bit: two 4-bit codes per byte, one fp32 absmax per block of 64
+    assert stored_bytes_per_weight("nf4") == 0.5 + 4 / 64
+
+
+def test_qlora_stores_fewer_weight_bytes_than_lora() -> None:
+    qlora = _training(method="qlora")
+    qlora["precision"] = {"weights": "nf4", "compute": "bf16"}
+    assert _weights(qlora) < _weights(_training()) / 2
+
+
+def test_qlora_on_old_bitsandbytes_saves_more_activations_than_lora() -> None:
+    lora = _training(lora={"rank": 8, "target_modules": ["q_proj", "v_proj"]})
+    qlora = {**lora, "training": {**lora["training"], "method": "qlora"}}
+    qlora["precision"] = {"weights": "nf4", "compute": "bf16"}
+    qlora["runtime"] = {"bitsandbytes_version": "0.41.1"}
+    current = {**qlora, "runtime": {"bitsandbytes_version": "0.43.2"}}
+    assert _activations(qlora) > _activations(lora)
+    assert _activations(current) == _activations(lora)  # PR #1270: the 4-bit linear keeps no input
+
+
+def test_frozen_layers_keep_only_the_adapted_inputs() -> None:
+    spec = load_presets()["llama-2-7b"].spec
+    x = act.Shape(b=1, s=64, k=64, h=4096, q=4096, kv=4096, heads=32, inter=11008, vocab=32000, d=2)
+    full = act.training_saved_per_layer(spec, x, "sdpa", False, "none")
+    kept = tr.kept_inputs("lora", ["q_proj", "v_proj"], 8, None)
+    lora = act.training_saved_per_layer(spec, x, "sdpa", False, "none", kept=kept)
+    # both norms' normalized tensors, the post-attention norm output and the down_proj input are gone;
+    # the two adapters' A outputs (rank 8) are new
+    assert full - lora == 64 * (2 * 4096 * 2 + 4096 * 2 + 11008 * 2) - 2 * 64 * 8 * 2
+
+
+def test_qlora_needs_a_4bit_weight_format() -> None:
+    payload = _training(method="qlora")
+    with pytest.raises(ValueError, match="nf4"):
+        Workload.model_validate(payload)
