@@ -6,6 +6,8 @@ import itertools
 import json
 from collections import Counter
 
+import pytest
+
 from benchmarks.accuracy import cases
 
 
@@ -18,15 +20,16 @@ def test_holdout_and_tuning_sets_are_disjoint_and_cover_cases():
     round1 = _names(cases.HOLDOUT_ROUND1_CASES)
     round2 = _names(cases.HOLDOUT_ROUND2_CASES)
     round3 = _names(cases.HOLDOUT_ROUND3_CASES)
+    round4 = _names(cases.ROUND4_CASES)
     tuning = _names(cases.TUNING_CASES)
     holdout = _names(cases.HOLDOUT_CASES)
-    # tuning set = the 17 original cases + the round-1, round-2 and round-3 hold-outs (each moved
-    # up after its first comparison in HOLDOUT.md), in that order
-    assert (len(round1), len(round2), len(round3)) == (11, 11, 12)
-    assert tuning == original + round1 + round2 + round3
-    assert len(set(tuning)) == 51
-    # round-4 hold-out: the sampled grid, at least 120 fresh cases, none shared with the tuning set
-    assert holdout == _names(cases.round4_cases())
+    # tuning set = the 17 original cases + the round-1 to round-4 hold-outs (each moved up after its
+    # first comparison in HOLDOUT.md), in that order
+    assert (len(round1), len(round2), len(round3), len(round4)) == (11, 11, 12, 126)
+    assert tuning == original + round1 + round2 + round3 + round4
+    assert len(set(tuning)) == 177
+    # round-5 hold-out: the sampled grid on new configs, at least 120 fresh cases, none shared with tuning
+    assert holdout == _names(cases.round5_cases())
     assert len(set(holdout)) == len(holdout) >= 120
     assert not set(tuning) & set(holdout)
     assert _names(cases.CASES) == tuning + holdout
@@ -55,21 +58,23 @@ def _axes(w):
     return path, w["precision"]["weights"], w["runtime"]["attention"], batch
 
 
-def test_round4_covers_every_model_type_and_axis_value_in_balance():
+@pytest.mark.parametrize(("designed", "batches"), [("ROUND4_CASES", (1, 4)), ("HOLDOUT_CASES", (1, 6))])
+def test_designed_rounds_cover_every_model_type_and_axis_value_in_balance(designed, batches):
     from budgets.engine.models import SUPPORTED_MODEL_TYPES
 
+    round_cases = getattr(cases, designed)
     # every supported model_type is either sampled or excluded with a reason (the harness cannot build it)
     assert set(cases.ROUND4_MODEL_TYPES) | set(cases.ROUND4_EXCLUDED_MODEL_TYPES) == set(SUPPORTED_MODEL_TYPES)
     assert not set(cases.ROUND4_MODEL_TYPES) & set(cases.ROUND4_EXCLUDED_MODEL_TYPES)
-    per_type = Counter(w["model"]["hf_config"]["model_type"] for w in cases.HOLDOUT_CASES)
+    per_type = Counter(w["model"]["hf_config"]["model_type"] for w in round_cases)
     assert set(per_type) == set(cases.ROUND4_MODEL_TYPES)
     assert set(per_type.values()) == {9}
-    axes = [_axes(w) for w in cases.HOLDOUT_CASES]
+    axes = [_axes(w) for w in round_cases]
     values = (
         ("gen-dynamic", "gen-contiguous", "train-none", "train-full"),
         ("fp32", "bf16"),
         ("eager", "sdpa"),
-        (1, 4),
+        batches,
     )
     n = len(axes)
     for i, vals in enumerate(values):
@@ -78,22 +83,36 @@ def test_round4_covers_every_model_type_and_axis_value_in_balance():
         for v in vals:  # each value within 20 % of its even share
             assert abs(count[v] - n / len(vals)) <= 0.2 * n / len(vals), (vals, count)
     # per model_type: every path twice or more, each other axis value at least 4 of 9
-    # (attention excepted for the types without SDPA)
+    # (attention excepted for the types without SDPA), and no run twice
     for mt in cases.ROUND4_MODEL_TYPES:
-        mine = [_axes(w) for w in cases.HOLDOUT_CASES if w["model"]["hf_config"]["model_type"] == mt]
+        mine = [_axes(w) for w in round_cases if w["model"]["hf_config"]["model_type"] == mt]
+        assert len(set(mine)) == 9
         assert min(Counter(a[0] for a in mine)[p] for p in values[0]) >= 2
         for i in (1, 3) if mt in cases.ROUND4_NO_SDPA else (1, 2, 3):
             assert min(Counter(a[i] for a in mine)[v] for v in values[i]) >= 4
 
 
+def test_round5_models_differ_from_round4_by_its_rule():
+    for mt, cfg in cases.ROUND4_CONFIGS.items():
+        new = cases.round5_config(cfg)
+        assert new["tie_word_embeddings"] is not cfg["tie_word_embeddings"]
+        assert new["vocab_size"] > cfg["vocab_size"]
+        kv, heads = new.get("num_key_value_heads"), new.get("num_attention_heads", new.get("n_head"))
+        if kv is not None:
+            assert kv != cfg["num_key_value_heads"] and heads % kv == 0, mt
+        else:
+            assert heads == 2 * cfg.get("num_attention_heads", cfg.get("n_head")), mt
+
+
 def test_round4_design_is_pairwise_balanced_and_the_cosets_tile_the_grid():
     cells = set()
     for k in range(4):
-        runs = cases.round4_design(k)[:8]
+        runs = cases.coset(k)
         for i, j in itertools.combinations(range(5), 2):
             assert Counter((r[i], r[j]) for r in runs) == {(0, 0): 2, (0, 1): 2, (1, 0): 2, (1, 1): 2}
         cells |= set(runs)
     assert len(cells) == 32
+    assert cases.round4_design(0)[:8] == cases.coset(0) and cases.round5_design(0)[:8] == cases.coset(1)
 
 
 def test_holdout_cases_use_only_what_the_harness_runs():
@@ -130,7 +149,7 @@ def test_report_shows_each_set_and_overall():
     from benchmarks.accuracy.__main__ import load_results, report
 
     text, _ = report(load_results())
-    assert "### Tuning set (51 cases" in text
-    assert "### Round-4 set (" in text  # tuned on after its first comparison: not labelled a hold-out
-    assert "Round-4 set: median |error|" in text
+    assert "### Tuning set (177 cases" in text
+    assert "### Round-5 hold-out (" in text
+    assert "Round-5 hold-out: median |error|" in text
     assert "- All cases: median |error|" in text
