@@ -126,10 +126,10 @@ def generate_stage(w: Workload, stage: parallel.Stage, weights: Range) -> StageP
         w, spec, stage, xp, cache, gqa_sdpa, broadcast_mask, logits, fp16_cuda, profile
     )
     # between forwards: logits processing of the last step, over the final cache (no forward alive)
-    sample_low = sample_act = 0.0
+    sample_low = sample_act = sample_high = 0.0
     if stage.holds_head:
-        low, expected = profile.sample_bytes(b, xp.vocab, d)
-        sample_low, sample_act = low + generation_ids, expected + generation_ids
+        low, expected, high = profile.sample_bytes(b, xp.vocab, d, spec.eos_token)
+        sample_low, sample_act, sample_high = low + generation_ids, expected + generation_ids, high + generation_ids
 
     out = StagePhases(stage.name, preallocated=cache.preallocated)
     out.phases["prefill"] = {
@@ -146,7 +146,7 @@ def generate_stage(w: Workload, stage: parallel.Stage, weights: Range) -> StageP
         out.phases["sample"] = {
             "weights": weights,
             "kv_cache": Range.exact(cache.final_bytes),
-            "activations": Range(int(sample_low), int(sample_act), int(sample_act * hi)),
+            "activations": Range(int(sample_low), int(sample_act), int(sample_high * hi)),
         }
     out.notes["kv_cache"] = cache.note
     out.notes["activations"] = (
@@ -203,7 +203,7 @@ def _decode_activations(
     layer = act.inference_forward_transient(spec, xd, attention, gqa_copies=not gqa_sdpa, mask_copy=mask_copy)
     model_level = act.model_level_inference(spec, xd, attention, cache.attend_decode, broadcast_mask)
     generation_ids = profile.generation_ids_bytes(b, s, longest)
-    prev_scores = profile.previous_scores_bytes(b, xp.vocab) if stage.holds_head else 0
+    prev_scores = profile.previous_scores_bytes(b, xp.vocab, spec.eos_token) if stage.holds_head else 0
     # in a layer the dynamic cache's growth copy (kv_cache component) is alive; at the head it is not
     decode = model_level + generation_ids + prev_scores + max(layer, 2 * b * xp.h * xp.d + logits - cache.growth_bytes)
     return decode, generation_ids

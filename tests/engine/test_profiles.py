@@ -64,3 +64,38 @@ def test_generic_is_the_general_model_under_transformers() -> None:
     phases = {p.name: p.bytes for p in generic.phases}
     for p in hf.phases:
         assert p.bytes + one_position > phases[p.name], p.name
+
+
+def _sampling(eos: int | None) -> dict:
+    # a sampling-bound generate: short prompt, many sessions, a large vocabulary (the measured round-5 qwen3
+    # shape, benchmarks/accuracy r5-qwen3-gen-dynamic-bf16-eager-b6)
+    config = {
+        "model_type": "qwen3",
+        "num_hidden_layers": 2,
+        "hidden_size": 256,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "intermediate_size": 512,
+        "vocab_size": 50000,
+        "tie_word_embeddings": False,
+    } | ({"eos_token_id": eos} if eos is not None else {})
+    workload = {
+        "task": "inference",
+        "model": {"hf_config": config},
+        "precision": {"weights": "bf16"},
+        "inference": {"engine": "transformers", "max_input_tokens": 16, "max_output_tokens": 8, "concurrent_sessions": 6},
+        "runtime": {"device": "cpu"},
+    }
+    return estimate(Workload.model_validate(workload)).as_contract()["per_device"]
+
+
+def test_logits_processors_only_with_an_eos_token() -> None:
+    # transformers adds its eos-suppressing processors (fp32 clones of the scores) only when the generation
+    # config has an eos token; Qwen3Config has none by default, so without one sampling holds the logits and
+    # one fp32 copy, and the high end still covers a caller that passes one
+    without, with_eos = _sampling(None), _sampling(151645)
+    assert with_eos["peak_phase"] == "sample"
+    scores = 6 * 50000 * 4  # one fp32 [b, V] tensor
+    assert with_eos["total"]["bytes"] - without["total"]["bytes"] >= 3 * scores
+    assert without["total"]["high"] >= with_eos["total"]["bytes"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from .hf_defaults import HF_CONFIG_DEFAULTS
@@ -159,7 +160,13 @@ def _features(model_type: str, layers: int = 0, sliding_layers: int = 0) -> dict
 def _build(raw: Mapping[str, Any], model_type: str, reported_type: str) -> ModelSpec:
     cfg = _with_defaults(raw, model_type)
     builder = _BUILDERS.get(model_type, _build_llama_family)
-    return builder(raw, cfg, model_type, reported_type)
+    return replace(builder(raw, cfg, model_type, reported_type), eos_token=_has_eos_token(cfg))
+
+
+def _has_eos_token(cfg: Mapping[str, Any]) -> bool:
+    """config.json's eos_token_id (an id or a list of ids), else the configuration class's default."""
+    eos = cfg.get("eos_token_id")
+    return (isinstance(eos, int) and not isinstance(eos, bool)) or (isinstance(eos, list) and len(eos) > 0)
 
 
 def _build_gpt2(raw: Mapping[str, Any], cfg: Mapping[str, Any], model_type: str, reported_type: str) -> ModelSpec:

@@ -1,5 +1,6 @@
 """transformers 5.x config defaults per model_type: the values the configuration classes fill in when
-a key is absent from config.json (configuration_<model_type>.py)."""
+a key is absent from config.json (configuration_<model_type>.py). `eos_token_id` is absent where the class
+has none (qwen2, qwen2_moe, qwen3, qwen3_moe default to None in transformers 5.24.0)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": {
+        "eos_token_id": 2,
         "vocab_size": 32000,
         "hidden_size": 4096,
         "intermediate_size": 11008,
@@ -17,6 +19,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 2048,
     },
     "mistral": {
+        "eos_token_id": 2,
         "vocab_size": 32000,
         "hidden_size": 4096,
         "intermediate_size": 14336,
@@ -28,6 +31,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 4096 * 32,
     },
     "mixtral": {
+        "eos_token_id": 2,
         "vocab_size": 32000,
         "hidden_size": 4096,
         "intermediate_size": 14336,
@@ -95,6 +99,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 32768,
     },
     "gemma": {
+        "eos_token_id": 1,
         "vocab_size": 256000,
         "hidden_size": 3072,
         "intermediate_size": 24576,
@@ -107,6 +112,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 8192,
     },
     "gemma2": {
+        "eos_token_id": 1,
         "vocab_size": 256000,
         "hidden_size": 2304,
         "intermediate_size": 9216,
@@ -120,6 +126,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "sliding_window": 4096,
     },
     "gemma3_text": {
+        "eos_token_id": 1,
         "vocab_size": 262208,
         "hidden_size": 2304,
         "intermediate_size": 9216,
@@ -134,6 +141,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "sliding_window_pattern": 6,
     },
     "phi3": {
+        "eos_token_id": 32000,
         "vocab_size": 32064,
         "hidden_size": 3072,
         "intermediate_size": 8192,
@@ -144,6 +152,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 4096,
     },
     "gpt2": {
+        "eos_token_id": 50256,
         "vocab_size": 50257,
         "n_embd": 768,
         "n_layer": 12,
@@ -153,6 +162,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": True,
     },
     "gpt_neox": {
+        "eos_token_id": 2,
         "vocab_size": 50432,
         "hidden_size": 6144,
         "num_hidden_layers": 44,
@@ -164,6 +174,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 2048,
     },
     "opt": {
+        "eos_token_id": 2,
         "vocab_size": 50272,
         "hidden_size": 768,
         "num_hidden_layers": 12,

@@ -7,7 +7,7 @@ import difflib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,9 @@ def _load_presets_from(path: str) -> dict[str, Preset]:
             config_verbatim_status=entry.get("config_verbatim_status", ""),
             config=entry["config"],
             parameter_count=int(entry["parameter_count"]),
-            spec=from_hf_config(entry["config"]),
+            # preset configs are stored without token ids: an unknown eos token is taken as present, which
+            # budgets the higher sampling instant (transformers' eos-suppressing processors)
+            spec=replace(from_hf_config(entry["config"]), eos_token=True),
         )
     return out
 

@@ -58,6 +58,8 @@ class ModelSpec:
     one_mask_with_window: bool = False  # one mask carries the window: no second (full causal) mask
     sliding_mask_unread: bool = False  # a sliding mask is built though no layer slides: one more mask
     router_weights_fp32: bool = False  # top-k routing weights stay fp32: the weighted expert output is fp32
+    # token ids: generate's eos-suppressing logits processors exist only for a model with an eos token
+    eos_token: bool = True
     fused_qkv: bool = False  # one q/k/v projection output, alive whole while any of q/k/v is
     rope_by_cat: bool = False  # rope ends in torch.cat: the attention output's transpose is a copy
     mlp_input_freed: bool = False  # the normed MLP input dies at the first MLP projection: one hidden less

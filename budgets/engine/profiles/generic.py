@@ -33,14 +33,14 @@ class GenericProfile:
         """Token-id tensors the generate loop holds at its end (b sequences, s prompt tokens)."""
         return 0
 
-    def previous_scores_bytes(self, b: int, vocab: int) -> float:
+    def previous_scores_bytes(self, b: int, vocab: int, eos_token: bool) -> float:
         """The previous step's scores still alive during a decode forward."""
         return 0
 
-    def sample_bytes(self, b: int, vocab: int, d: float) -> tuple[float, float]:
-        """(low, expected) bytes between two forwards, while the next token is chosen."""
+    def sample_bytes(self, b: int, vocab: int, d: float, eos_token: bool) -> tuple[float, float, float]:
+        """(low, expected, high) bytes between two forwards, while the next token is chosen."""
         scores = act.sampling_scores(b, vocab, d)
-        return scores, scores
+        return scores, scores, scores
 
     def describe(self, version: str | None, generate: bool, moe: bool) -> tuple[str, ...]:
         """The budget's assumption lines naming the profile (and the version it stands for)."""

@@ -16,7 +16,9 @@ DEFAULT_TRANSFORMERS_VERSION = "5.24.0"
 
 # MinLengthLogitsProcessor and MinNewTokensLengthLogitsProcessor (generation/logits_process.py), added
 # when generate is forced to its full length (min_new_tokens = max_new_tokens, so min_length is set
-# too): each makes a `clone` and a `torch.where` of the fp32 [b, V] scores
+# too) and the model has an eos token (`_get_logits_processor` adds them only when
+# `generation_config._eos_token_tensor is not None`): each makes a `clone` and a `torch.where` of the
+# fp32 [b, V] scores
 EOS_SUPPRESSING_PROCESSORS = 2
 
 
@@ -42,25 +44,28 @@ class TransformersProfile(GenericProfile):
         # (generation/utils.py `_update_model_kwargs_for_generation`; the all-ones mask is dropped)
         return b * (3 * s + 2 * longest - 1) * 8
 
-    def previous_scores_bytes(self, b: int, vocab: int) -> float:
+    def previous_scores_bytes(self, b: int, vocab: int, eos_token: bool) -> float:
         # during a decode forward the previous step's `next_token_logits` (fp32 copy) and
-        # `next_token_scores` (processors' fp32 output) are rebound only after the forward; its logits
-        # are gone (`del outputs`, generation/utils.py `_sample`)
-        return b * vocab * (4 + 4)
+        # `next_token_scores` (processors' fp32 output; without processors the same tensor) are rebound
+        # only after the forward; its logits are gone (`del outputs`, generation/utils.py `_sample`)
+        return b * vocab * (4 + (4 if eos_token else 0))
 
-    def sample_bytes(self, b: int, vocab: int, d: float) -> tuple[float, float]:
-        # with min_new_tokens = max_output_tokens (a full-length run) the eos-suppressing processors add
-        # fp32 [b, V] clones; without them only the general model's fp32 copy (the low end)
-        low, _ = GenericProfile.sample_bytes(self, b, vocab, d)
-        return low, _sample_with_processors(b, vocab, d)
+    def sample_bytes(self, b: int, vocab: int, d: float, eos_token: bool) -> tuple[float, float, float]:
+        # with min_new_tokens = max_output_tokens (a full-length run) and an eos token the eos-suppressing
+        # processors add fp32 [b, V] clones; without them only the general model's fp32 copy (the low
+        # end). The high end keeps the processors either way: a caller's generation_config may name an
+        # eos token the model config does not.
+        low, _, _ = GenericProfile.sample_bytes(self, b, vocab, d, eos_token)
+        processors = _sample_with_processors(b, vocab, d)
+        return low, processors if eos_token else low, processors
 
     def describe(self, version: str | None, generate: bool, moe: bool) -> tuple[str, ...]:
         out = [f"implementation profile {self.name} for transformers {version}: {self.summary}"]
         if generate:
             out.append(
                 "transformers generate: logits of the last position only, fp32 next-token copies; runs to"
-                " max_output_tokens (min_new_tokens set: two eos-suppressing logits processors, whose fp32"
-                " copies are the sampling instant; without them the low end)"
+                " max_output_tokens (min_new_tokens set: with an eos token in the model config, two eos-suppressing"
+                " logits processors, whose fp32 copies are the sampling instant; without them the low end)"
             )
         if moe:
             out.append("MoE experts batched (transformers 5 experts_implementation 'grouped_mm', the default)")
