@@ -54,7 +54,8 @@ _WHAT_SUPPORTS = {
     "fp16": "any CUDA GPU from Volta on, or AMD CDNA",
     "fp8": "compute capability ≥ 8.9 (Ada, Hopper, Blackwell) or AMD CDNA3 (FNUZ) / CDNA4",
 }
-_INSTEAD = {"bf16": "fp16", "fp16": "fp32", "fp8": "bf16 (or int8/int4 weight-only quantization)"}
+# What to use instead, nearest first; fp32 runs everywhere (CUDA cores).
+_INSTEAD: dict[str, tuple[str, ...]] = {"fp8": ("bf16", "fp16"), "bf16": ("fp16",), "fp16": ()}
 
 
 def normalize_precision(name: str) -> str:
@@ -119,6 +120,11 @@ def _native_on(facts: Facts, precision: str) -> bool:
     return False
 
 
+def _instead(facts: Facts, precision: str) -> str:
+    native = next((p for p in _INSTEAD[precision] if _native_on(facts, p)), "fp32")
+    return f"{native} (or int8/int4 weight-only quantization)" if precision == "fp8" else native
+
+
 def check_precisions(requirements: Requirements, facts: Facts) -> list[Reason]:
     """Each precision the workload stores or computes in (weights, compute, KV cache) must be native."""
     if not facts.has_accelerator:
@@ -133,7 +139,7 @@ def check_precisions(requirements: Requirements, facts: Facts) -> list[Reason]:
             "precision",
             f"{precision} ({', '.join(roles)}) is not native on {facts.label} "
             f"(native: {native}); {precision} needs {_WHAT_SUPPORTS[precision]}",
-            f"use {_INSTEAD[precision]} for {', '.join(roles)}, or a device with native {precision}",
+            f"use {_instead(facts, precision)} for {', '.join(roles)}, or a device with native {precision}",
         )
         for precision, roles in failing.items()
     ]

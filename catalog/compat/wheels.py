@@ -155,6 +155,24 @@ def wheels_for_cuda(cuda_version: str, wheels: Iterable[Any], *, cpu_architectur
     return sorted(usable, key=_newest_first_key, reverse=True)
 
 
+def _nearest_wheel_with(
+    cc: ComputeCapability, cuda_version: str, wheels: Iterable[Any], *, cpu_architecture: str
+) -> Wheel | None:
+    """The wheel including ``cc`` whose CUDA is the smallest change from ``cuda_version``: the oldest CUDA
+    at or above it (newest torch first), else the newest below it."""
+    including = [
+        w for w in map(_as_wheel, wheels)
+        if w.cpu_architecture == cpu_architecture and wheel_supports_compute_capability(w, cc)
+    ]  # fmt: skip
+    wanted = cuda_key(cuda_version)[1]
+    above = sorted(
+        (w for w in including if version_key(w.cuda_version) >= wanted),
+        key=lambda w: (version_key(w.cuda_version), -w.torch_range[1]),
+    )
+    below = sorted((w for w in including if version_key(w.cuda_version) < wanted), key=_newest_first_key)
+    return above[0] if above else (below[-1] if below else None)
+
+
 def check_wheels(requirements: Requirements, facts: Facts) -> list[Reason]:
     """Some PyTorch wheel the workload's CUDA version can use must include the GPU's compute capability."""
     cc = facts.compute_capability
@@ -164,19 +182,11 @@ def check_wheels(requirements: Requirements, facts: Facts) -> list[Reason]:
     candidates = wheels_for_cuda(requirements.cuda_version, facts.wheels, cpu_architecture=arch)
     if any(wheel_supports_compute_capability(w, cc) for w in candidates):
         return []
-    elsewhere = sorted(
-        (
-            w
-            for w in map(_as_wheel, facts.wheels)
-            if w.cpu_architecture == arch and wheel_supports_compute_capability(w, cc)
-        ),
-        key=_newest_first_key,
-        reverse=True,
-    )
+    nearest = _nearest_wheel_with(cc, requirements.cuda_version, facts.wheels, cpu_architecture=arch)
     cuda = cuda_minor(requirements.cuda_version)
     message = f"no listed PyTorch wheel for CUDA ≤ {cuda} ({arch}) includes compute capability {cc.major}.{cc.minor}"
-    if elsewhere:
-        action = f"set runtime.cuda_version to {cuda_minor(elsewhere[0].cuda_version)} ({elsewhere[0]} includes it)"
+    if nearest:
+        action = f"set runtime.cuda_version to {cuda_minor(nearest.cuda_version)} ({nearest} includes it)"
     else:
         action = f"no listed {arch} wheel includes it: build PyTorch from source for sm_{cc.major}{cc.minor}"
     return [Reason("wheels", f"{facts.label}: {message}", action)]

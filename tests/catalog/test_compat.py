@@ -260,7 +260,7 @@ def test_precision_names_come_from_the_engine() -> None:
     from budgets.engine.dtypes import BYTES_PER_ELEMENT
     from catalog.choices import PrecisionSlug
 
-    assert compat.WORKLOAD_PRECISIONS == tuple(BYTES_PER_ELEMENT)
+    assert tuple(BYTES_PER_ELEMENT) == compat.WORKLOAD_PRECISIONS
     assert set(PrecisionSlug.values) == set(compat.CANONICAL_PRECISIONS) == set(compat.PRECISION_LABELS)
 
 
