@@ -236,15 +236,15 @@ def _scaled(field: str, ratio: object) -> Cast:
 
 
 def _derived_usable() -> Case:
-    """catalog.usable.derived_usable_bytes in SQL: the memory type's ratio times the marketed size."""
+    """catalog.usable.derived_usable_bytes in SQL: the memory type's ratio times the marketed size; the
+    marketed size for a memory type with no rule."""
     marketed = "accelerator__marketed_memory_bytes"
     return Case(
         *[
             When(accelerator__memory_type__istartswith=kind, then=_scaled(marketed, rule.ratio))
             for kind, rule in DERIVATION_RULES.items()
-            if kind
         ],
-        default=_scaled(marketed, DERIVATION_RULES[""].ratio),
+        default=F(marketed),
         output_field=models.BigIntegerField(),
     )
 

@@ -6,7 +6,9 @@
    its ``usable_memory_source``, from ``memory_gib_observed`` in the shared ``gpus.json``).
 3. **derived**: the marketed size times the smallest observed/marketed ratio of devices with the same
    memory type (:data:`DERIVATION_RULES`), rounded down — conservative by construction.
-4. **host_ram**: a CPU-only configuration has no device memory; its budget is measured against host RAM.
+4. **marketed**: a device whose memory type has no rule (none recorded, or neither HBM nor GDDR): the
+   datasheet figure, flagged so, since there is nothing to derive from.
+5. **host_ram**: a CPU-only configuration has no device memory; its budget is measured against host RAM.
 
 Why marketed and usable differ. HBM and GDDR capacities are built from binary-sized parts, so "80 GB" is
 about 80 GiB of DRAM; CUDA reports that less what the driver and firmware reserve ("Device memory reserved
@@ -32,6 +34,7 @@ class UsableBasis(enum.StrEnum):
     VERIFIED = "verified"
     OBSERVED = "observed"
     DERIVED = "derived"
+    MARKETED = "marketed"
     HOST_RAM = "host_ram"
 
 
@@ -78,7 +81,7 @@ _RATIO_STEP = Decimal("0.000001")  # ratios are rounded down to six decimals (co
 
 
 def memory_class(memory_type: str) -> str:
-    """``"HBM3e"`` → ``"HBM"``; ``"GDDR6 (ECC)"`` → ``"GDDR"``; anything else → ``""`` (unknown)."""
+    """``"HBM3e"`` → ``"HBM"``; ``"GDDR6 (ECC)"`` → ``"GDDR"``; anything else → ``""`` (no rule)."""
     kind = memory_type.strip().upper()
     for prefix in ("HBM", "GDDR"):
         if kind.startswith(prefix):
@@ -88,12 +91,12 @@ def memory_class(memory_type: str) -> str:
 
 @dataclass(frozen=True)
 class DerivationRule:
-    memory_class: str  # "HBM", "GDDR"; "" = unknown memory type
+    memory_class: str  # "HBM", "GDDR"
     ratio: Decimal  # usable bytes per marketed byte
     pairs: tuple[ObservedPair, ...]  # the observations it is the minimum of
 
     def describe(self) -> str:
-        kind = f"{len(self.pairs)} {self.memory_class} devices" if self.memory_class else "every device observed"
+        kind = f"{len(self.pairs)} {self.memory_class} devices"
         lowest = min(self.pairs, key=lambda p: p.ratio)
         return (
             f"derived: marketed × {self.ratio}, the smallest CUDA-reported/marketed ratio of {kind} "
@@ -110,16 +113,15 @@ def _rules() -> dict[str, DerivationRule]:
     by_class = {
         kind: tuple(p for p in OBSERVED_PAIRS if memory_class(p.memory_type) == kind) for kind in ("HBM", "GDDR")
     }
-    rules = {kind: _rule(kind, pairs) for kind, pairs in by_class.items()}
-    rules[""] = _rule("", OBSERVED_PAIRS)
-    return rules
+    return {kind: _rule(kind, pairs) for kind, pairs in by_class.items()}
 
 
 DERIVATION_RULES: dict[str, DerivationRule] = _rules()
 
 
 def derived_usable_bytes(marketed_bytes: int, memory_type: str) -> int:
-    """``floor(marketed × ratio)`` for the memory type's rule (the SQL annotation computes the same)."""
+    """``floor(marketed × ratio)`` for the memory type's rule (the SQL annotation computes the same);
+    KeyError for a memory type with no rule."""
     ratio = DERIVATION_RULES[memory_class(memory_type)].ratio
     return int((Decimal(marketed_bytes) * ratio).to_integral_value(rounding=ROUND_FLOOR))
 
@@ -138,7 +140,10 @@ def accelerator_usable_memory(
         return UsableMemory(verified_bytes, UsableBasis.VERIFIED, verified_source)
     if observed_bytes:
         return UsableMemory(observed_bytes, UsableBasis.OBSERVED, observed_source)
-    rule = DERIVATION_RULES[memory_class(memory_type)]
+    rule = DERIVATION_RULES.get(memory_class(memory_type))
+    if rule is None:
+        source = f"marketed size: no derivation rule for memory type {memory_type!r} (only HBM and GDDR have one)"
+        return UsableMemory(marketed_bytes, UsableBasis.MARKETED, source)
     return UsableMemory(derived_usable_bytes(marketed_bytes, memory_type), UsableBasis.DERIVED, rule.describe())
 
 

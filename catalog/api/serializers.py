@@ -32,8 +32,8 @@ class UsableMemoryFields(serializers.Serializer):
         source="usable_memory.basis",
         choices=[basis.value for basis in UsableBasis],
         read_only=True,
-        help_text="verified on a node > observed in a public source > derived from the marketed size; "
-        "host_ram for a CPU-only configuration.",
+        help_text="verified on a node > observed in a public source > derived from the marketed size by the "
+        "rule for its memory type > marketed (no rule); host_ram for a CPU-only configuration.",
     )
     usable_source = serializers.CharField(
         source="usable_memory.source", read_only=True, help_text="The node, the source, or the rule applied."

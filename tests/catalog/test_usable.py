@@ -22,7 +22,7 @@ from catalog.usable import (
     memory_class,
 )
 from tests.catalog.compat_facts import records
-from tests.factories import NodeFactory
+from tests.factories import ConfigurationFactory, NodeFactory
 
 H100 = 85_029_615_043  # 79.19 GiB as vLLM's profiler printed it (fixtures: h100-sxm-80gb)
 
@@ -41,9 +41,15 @@ def test_the_best_evidence_wins() -> None:
     assert host_usable_memory(64 * 10**9).basis == UsableBasis.HOST_RAM
 
 
+def test_a_memory_type_without_a_rule_keeps_the_marketed_size_and_says_so() -> None:
+    usable = accelerator_usable_memory(marketed_bytes=64 * 10**9, memory_type="LPDDR5X")
+    assert (usable.bytes, usable.basis) == (64 * 10**9, "marketed")
+    assert "no derivation rule for memory type 'LPDDR5X'" in usable.source
+
+
 def test_each_rule_is_the_smallest_observed_ratio_of_its_memory_type() -> None:
     for kind, rule in DERIVATION_RULES.items():
-        ratios = [p.ratio for p in OBSERVED_PAIRS if not kind or memory_class(p.memory_type) == kind]
+        ratios = [p.ratio for p in OBSERVED_PAIRS if memory_class(p.memory_type) == kind]
         assert rule.ratio <= min(ratios) < rule.ratio + Decimal("0.000001"), kind
     assert DERIVATION_RULES["HBM"].ratio == Decimal("1.057367")  # A100 40GB PCIe: 39.39 GiB of 40 GB
     assert DERIVATION_RULES["GDDR"].ratio == Decimal("0.983815")  # A10 (ECC on): 21.99 GiB of 24 GB
@@ -76,11 +82,12 @@ def test_sql_and_python_agree_on_every_configuration(catalog) -> None:  # type: 
     h100 = Configuration.objects.filter(accelerator__slug="h100-sxm-80gb").first()
     NodeFactory(configuration=h100, verified_usable_memory_bytes=H100 - 2**20, name="h100-box")
     NodeFactory(configuration=h100, verified_usable_memory_bytes=H100, name="h100-box-2")
+    ConfigurationFactory(accelerator__memory_type="", device_count=1, nvlink_domain_size=1)
     rows = list(Configuration.objects.with_memory().select_related("accelerator"))
     for row in rows:
         assert row.usable_memory_bytes == row.usable_memory.bytes, row.slug
     bases = {row.usable_memory.basis for row in rows}
-    assert bases == {"verified", "observed", "derived", "host_ram"}
+    assert bases == {"verified", "observed", "derived", "marketed", "host_ram"}
     verified = next(row for row in rows if row.pk == h100.pk).usable_memory
     assert (verified.bytes, verified.source) == (H100 - 2**20, "node h100-box: NVML total less the driver's reserve")
     fresh = Configuration.objects.get(pk=h100.pk)  # not annotated: the model asks its nodes
