@@ -16,10 +16,16 @@ from django.utils.html import format_html
 from .choices import MEMORY_BANDS_GB, VendorSlug
 from .models import Accelerator, Architecture, Configuration, CudaToolkit, Node, Precision, PyTorchWheel, Vendor
 from .units import UnitError, driver_branch, format_bytes, parse_driver_branch
+from .usable import UsableMemory
 
 
 def _memory(value: int | None) -> str:
     return format_bytes(value) if value else "—"
+
+
+def _usable(usable: UsableMemory) -> str:
+    """``79.19 GiB (observed)``: the figure and the kind of evidence behind it."""
+    return f"{_memory(usable.bytes)} ({usable.basis})"
 
 
 class MemoryBandFilter(admin.SimpleListFilter):
@@ -109,7 +115,7 @@ class AcceleratorAdmin(admin.ModelAdmin):
         "vendor",
         "architecture",
         "memory",
-        "usable_memory",
+        "usable",
         "memory_type",
         "memory_bandwidth_gbps",
         "uncertain",
@@ -123,7 +129,7 @@ class AcceleratorAdmin(admin.ModelAdmin):
     ]
     search_fields = ["name", "slug", "architecture__name", "architecture__family", "form_factor"]
     list_select_related = ["architecture__vendor"]
-    readonly_fields = ["memory", "usable_memory"]
+    readonly_fields = ["memory", "observed_memory", "usable", "usable_source"]
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     fieldsets = [
         (None, {"fields": ["name", "slug", "architecture", "form_factor", "release_year"]}),
@@ -134,8 +140,10 @@ class AcceleratorAdmin(admin.ModelAdmin):
                     "marketed_memory_bytes",
                     "memory",
                     "usable_memory_bytes",
-                    "usable_memory",
+                    "observed_memory",
                     "usable_memory_source",
+                    "usable",
+                    "usable_source",
                     "memory_type",
                     "memory_bandwidth_gbps",
                 ]
@@ -153,9 +161,17 @@ class AcceleratorAdmin(admin.ModelAdmin):
     def memory(self, obj: Accelerator) -> str:
         return _memory(obj.marketed_memory_bytes)
 
-    @admin.display(description="usable (verified)", ordering="usable_memory_bytes")
-    def usable_memory(self, obj: Accelerator) -> str:
+    @admin.display(description="usable (observed)", ordering="usable_memory_bytes")
+    def observed_memory(self, obj: Accelerator) -> str:
         return _memory(obj.usable_memory_bytes)
+
+    @admin.display(description="usable per device")
+    def usable(self, obj: Accelerator) -> str:
+        return _usable(obj.usable_memory)
+
+    @admin.display(description="usable: evidence")
+    def usable_source(self, obj: Accelerator) -> str:
+        return obj.usable_memory.source
 
     @admin.display(description="uncertain fields")
     def uncertain(self, obj: Accelerator) -> str:
@@ -173,6 +189,7 @@ class ConfigurationAdmin(admin.ModelAdmin):
         "accelerator",
         "device_count",
         "per_device_memory",
+        "usable",
         "total_memory",
         "nvlink_domain_size",
         "host_cpu_architecture",
@@ -192,7 +209,7 @@ class ConfigurationAdmin(admin.ModelAdmin):
     search_fields = ["name", "slug", "accelerator__name", "driver_version"]
     list_select_related = ["accelerator__architecture__vendor"]
     autocomplete_fields = ["accelerator"]
-    readonly_fields = ["per_device_memory", "total_memory", "driver_branch"]
+    readonly_fields = ["per_device_memory", "usable", "usable_source", "total_memory", "driver_branch"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Configuration]:
         return super().get_queryset(request).with_memory()
@@ -200,6 +217,14 @@ class ConfigurationAdmin(admin.ModelAdmin):
     @admin.display(description="per device", ordering="per_device_memory_bytes")
     def per_device_memory(self, obj: Configuration) -> str:
         return _memory(getattr(obj, "per_device_memory_bytes", None))
+
+    @admin.display(description="usable per device", ordering="usable_memory_bytes")
+    def usable(self, obj: Configuration) -> str:
+        return _usable(obj.usable_memory)
+
+    @admin.display(description="usable: evidence")
+    def usable_source(self, obj: Configuration) -> str:
+        return obj.usable_memory.source
 
     @admin.display(description="total", ordering="total_memory_bytes")
     def total_memory(self, obj: Configuration) -> str:

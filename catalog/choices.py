@@ -2,6 +2,8 @@
 
 from django.db import models
 
+from .compat.precision import CANONICAL_PRECISIONS, PRECISION_LABELS
+
 
 class VendorSlug(models.TextChoices):
     NVIDIA = "nvidia", "NVIDIA"
@@ -25,21 +27,11 @@ class ProbeKind(models.TextChoices):
     HOST = "host", "Host only (no NVML: CPU and RAM)"
 
 
-class PrecisionSlug(models.TextChoices):
-    """Canonical tensor-core formats. ``fp8`` is OCP e4m3/e5m2; AMD CDNA3's FNUZ variant is ``fp8_fnuz``."""
-
-    FP64 = "fp64", "FP64"
-    FP32 = "fp32", "FP32"
-    TF32 = "tf32", "TF32"
-    BF16 = "bf16", "BF16"
-    FP16 = "fp16", "FP16"
-    FP8 = "fp8", "FP8 (OCP e4m3/e5m2)"
-    FP8_FNUZ = "fp8_fnuz", "FP8 FNUZ (AMD CDNA3)"
-    MXFP8 = "mxfp8", "MXFP8"
-    FP6 = "fp6", "FP6"
-    FP4 = "fp4", "FP4 (NVFP4/MXFP4)"
-    INT8 = "int8", "INT8"
-    INT4 = "int4", "INT4"
+# Canonical tensor-core formats, named in one place (catalog.compat.precision). ``fp8`` is OCP e4m3/e5m2;
+# AMD CDNA3's FNUZ variant is ``fp8_fnuz``.
+PrecisionSlug = models.TextChoices(
+    "PrecisionSlug", [(slug.upper(), (slug, PRECISION_LABELS[slug])) for slug in CANONICAL_PRECISIONS]
+)
 
 
 MEMORY_BANDS_GB: tuple[tuple[str, str, int, int | None], ...] = (

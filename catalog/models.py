@@ -9,11 +9,19 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Case, ExpressionWrapper, F, Q, When
-from django.db.models.functions import Coalesce
+from django.db.models import Case, ExpressionWrapper, F, OuterRef, Q, Subquery, Value, When
+from django.db.models.functions import Cast, Floor
+from django.utils.functional import cached_property
 
 from .choices import ConfigurationKind, CpuArchitecture, ProbeKind, VendorSlug
 from .units import UnitError, driver_branch, driver_branch_key_range, version_key
+from .usable import (
+    DERIVATION_RULES,
+    UsableMemory,
+    accelerator_usable_memory,
+    host_usable_memory,
+    verified_source,
+)
 
 
 def validate_version(value: str) -> None:
@@ -108,7 +116,9 @@ class Accelerator(models.Model):
     name = models.CharField(max_length=128, unique=True)
     marketed_memory_bytes = models.BigIntegerField(help_text="Capacity as marketed (GB = 1e9 bytes).")
     usable_memory_bytes = models.BigIntegerField(
-        null=True, blank=True, help_text="Capacity a driver reports as usable, where a source or node verified it."
+        null=True,
+        blank=True,
+        help_text="Capacity CUDA reports, where a public source observed it (usable_memory_source says where).",
     )
     usable_memory_source = models.CharField(max_length=300, blank=True)
     memory_type = models.CharField(max_length=32, blank=True)
@@ -142,6 +152,22 @@ class Accelerator(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @cached_property
+    def usable_memory(self) -> UsableMemory:
+        """Observed in a public source, else derived from the marketed size (catalog.usable)."""
+        return self.usable_memory_with()
+
+    def usable_memory_with(self, *, verified_bytes: int | None = None, node_name: str = "") -> UsableMemory:
+        """This accelerator's usable memory, a node's verified figure first when there is one."""
+        return accelerator_usable_memory(
+            marketed_bytes=self.marketed_memory_bytes,
+            memory_type=self.memory_type,
+            observed_bytes=self.usable_memory_bytes,
+            observed_source=self.usable_memory_source,
+            verified_bytes=verified_bytes,
+            verified_source=verified_source(node_name) if verified_bytes else "",
+        )
 
 
 class CudaToolkit(models.Model):
@@ -200,24 +226,59 @@ class PyTorchWheel(models.Model):
         return f"torch {self.torch_versions}+{self.variant}"
 
 
+def _scaled(field: str, ratio: object) -> Cast:
+    """``floor(field × ratio)`` as a 64-bit integer, in exact numeric arithmetic (as catalog.usable does)."""
+    product = ExpressionWrapper(
+        F(field) * Value(ratio, output_field=models.DecimalField(max_digits=12, decimal_places=6)),
+        output_field=models.DecimalField(max_digits=30, decimal_places=6),
+    )
+    return Cast(Floor(product), output_field=models.BigIntegerField())
+
+
+def _derived_usable() -> Case:
+    """catalog.usable.derived_usable_bytes in SQL: the memory type's ratio times the marketed size; the
+    marketed size for a memory type with no rule."""
+    marketed = "accelerator__marketed_memory_bytes"
+    return Case(
+        *[
+            When(accelerator__memory_type__istartswith=kind, then=_scaled(marketed, rule.ratio))
+            for kind, rule in DERIVATION_RULES.items()
+        ],
+        default=F(marketed),
+        output_field=models.BigIntegerField(),
+    )
+
+
 class ConfigurationQuerySet(models.QuerySet):
     def with_memory(self) -> ConfigurationQuerySet:
-        """Annotate per-device and total memory (bytes): the accelerator's capacity, or host RAM for CPU nodes."""
+        """Annotate per-device and total memory (bytes) — the accelerator's marketed capacity, or host RAM for
+        CPU configurations — and usable memory per device, best evidence first (catalog.usable): the smallest
+        figure verified on one of the configuration's nodes (``verified_usable_memory_bytes``, from node
+        ``verified_node_name``), else the accelerator's observed figure, else the one derived from its size.
+        ``Configuration.usable_memory`` then says which, with no further query."""
         per_device = Case(
             When(kind=ConfigurationKind.CPU, then=F("host_ram_bytes")),
             default=F("accelerator__marketed_memory_bytes"),
             output_field=models.BigIntegerField(),
         )
-        usable = Case(
-            When(kind=ConfigurationKind.CPU, then=F("host_ram_bytes")),
-            default=Coalesce(F("accelerator__usable_memory_bytes"), F("accelerator__marketed_memory_bytes")),
-            output_field=models.BigIntegerField(),
-        )
-        return self.annotate(
+        verified_nodes = Node.objects.filter(
+            configuration=OuterRef("pk"), verified_usable_memory_bytes__isnull=False
+        ).order_by("verified_usable_memory_bytes", "name")
+        annotated = self.annotate(
             per_device_memory_bytes=per_device,
             # 64-bit explicitly: PostgreSQL would otherwise compare the product as a 32-bit integer.
             total_memory_bytes=ExpressionWrapper(per_device * F("device_count"), output_field=models.BigIntegerField()),
-            usable_memory_bytes=usable,
+            verified_usable_memory_bytes=Subquery(verified_nodes.values("verified_usable_memory_bytes")[:1]),
+            verified_node_name=Subquery(verified_nodes.values("name")[:1]),
+        )
+        return annotated.annotate(
+            usable_memory_bytes=Case(
+                When(kind=ConfigurationKind.CPU, then=F("host_ram_bytes")),
+                When(verified_usable_memory_bytes__isnull=False, then=F("verified_usable_memory_bytes")),
+                When(accelerator__usable_memory_bytes__isnull=False, then=F("accelerator__usable_memory_bytes")),
+                default=_derived_usable(),
+                output_field=models.BigIntegerField(),
+            )
         )
 
     def in_driver_branch(self, branch: int) -> ConfigurationQuerySet:
@@ -310,6 +371,24 @@ class Configuration(models.Model):
             )
         if errors:
             raise ValidationError(errors)
+
+    @cached_property
+    def usable_memory(self) -> UsableMemory:
+        """Usable memory per device and its evidence: verified on a node > observed > derived; host RAM for a
+        CPU configuration. Rows from ``with_memory()`` carry the node's figure; others query it."""
+        if self.accelerator is None:
+            return host_usable_memory(self.host_ram_bytes)
+        if hasattr(self, "verified_node_name"):
+            verified, node_name = self.verified_usable_memory_bytes, self.verified_node_name or ""
+        else:
+            row = (
+                self.nodes.filter(verified_usable_memory_bytes__isnull=False)
+                .order_by("verified_usable_memory_bytes", "name")
+                .values_list("verified_usable_memory_bytes", "name")
+                .first()
+            )
+            verified, node_name = row if row else (None, "")
+        return self.accelerator.usable_memory_with(verified_bytes=verified, node_name=node_name)
 
     @property
     def driver_branch(self) -> str:

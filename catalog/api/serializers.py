@@ -17,6 +17,27 @@ from ..models import (
     validate_dense_tflops,
     validate_field_names,
 )
+from ..usable import UsableBasis
+
+USABLE_FIELDS = ["usable_bytes", "usable_basis", "usable_source"]
+
+
+class UsableMemoryFields(serializers.Serializer):
+    """Usable memory per device and its evidence (catalog.usable), read from the row's ``usable_memory``."""
+
+    usable_bytes = serializers.IntegerField(
+        source="usable_memory.bytes", read_only=True, help_text="Usable memory per device, bytes."
+    )
+    usable_basis = serializers.ChoiceField(
+        source="usable_memory.basis",
+        choices=[basis.value for basis in UsableBasis],
+        read_only=True,
+        help_text="verified on a node > observed in a public source > derived from the marketed size by the "
+        "rule for its memory type > marketed (no rule); host_ram for a CPU-only configuration.",
+    )
+    usable_source = serializers.CharField(
+        source="usable_memory.source", read_only=True, help_text="The node, the source, or the rule applied."
+    )
 
 
 class FullCleanMixin:
@@ -99,7 +120,7 @@ class ArchitectureSummarySerializer(serializers.ModelSerializer):
         fields = ["id", "slug", "name", "family", "vendor", "compute_capability", "gfx_target"]
 
 
-class AcceleratorSerializer(FullCleanMixin, serializers.ModelSerializer):
+class AcceleratorSerializer(FullCleanMixin, UsableMemoryFields, serializers.ModelSerializer):
     architecture = serializers.SlugRelatedField(slug_field="slug", queryset=Architecture.objects.all())
     vendor = serializers.SerializerMethodField()
     precisions = serializers.SerializerMethodField()
@@ -127,6 +148,7 @@ class AcceleratorSerializer(FullCleanMixin, serializers.ModelSerializer):
             "marketed_memory_bytes",
             "usable_memory_bytes",
             "usable_memory_source",
+            *USABLE_FIELDS,
             "memory_type",
             "memory_bandwidth_gbps",
             "dense_tflops",
@@ -159,7 +181,7 @@ class AcceleratorSummarySerializer(serializers.ModelSerializer):
         fields = ["id", "slug", "name", "vendor", "architecture", "marketed_memory_bytes", "usable_memory_bytes"]
 
 
-class ConfigurationSerializer(FullCleanMixin, serializers.ModelSerializer):
+class ConfigurationSerializer(FullCleanMixin, UsableMemoryFields, serializers.ModelSerializer):
     accelerator = AcceleratorSummarySerializer(read_only=True, allow_null=True)
     accelerator_slug = serializers.SlugRelatedField(
         source="accelerator",
@@ -171,7 +193,6 @@ class ConfigurationSerializer(FullCleanMixin, serializers.ModelSerializer):
     )
     per_device_memory_bytes = serializers.IntegerField(read_only=True)
     total_memory_bytes = serializers.IntegerField(read_only=True)
-    usable_memory_bytes = serializers.IntegerField(read_only=True)
     driver_branch = serializers.CharField(read_only=True)
     host_ram_bytes = serializers.IntegerField(min_value=1, max_value=2**50)
     disk_bytes = serializers.IntegerField(min_value=1, max_value=2**56)
@@ -189,7 +210,7 @@ class ConfigurationSerializer(FullCleanMixin, serializers.ModelSerializer):
             "device_count",
             "per_device_memory_bytes",
             "total_memory_bytes",
-            "usable_memory_bytes",
+            *USABLE_FIELDS,
             "nvlink_domain_size",
             "host_cpu_architecture",
             "vcpus",

@@ -1,0 +1,112 @@
+"""One entry point: every compatibility rule over one workload and one configuration.
+
+``check_configuration(requirements, facts) -> list[Reason]``: empty when the configuration can run the
+workload; otherwise one :class:`Reason` per failed rule, each saying what is wrong and what to do.
+``Requirements.from_workload(workload)`` reads a validated ``budgets.engine.Workload``; ``Facts`` are
+built from a catalog row by ``catalog.selectors.configuration_facts``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .base import CompatError, ComputeCapability, Reason
+from .cuda_arch import check_cuda_arch
+from .driver import Toolkit, check_driver
+from .host import check_device, check_host
+from .kernels import check_attention, check_engine
+from .precision import check_precisions, normalize_precision
+from .wheels import Wheel, check_wheels
+
+# The precision roles a workload names (``precision.weights`` / ``compute`` / ``kv_cache``).
+PRECISION_ROLES: tuple[str, ...] = ("weights", "compute", "kv_cache")
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What a workload needs from a configuration."""
+
+    device: str = "cuda"  # "cuda" or "cpu" (runtime.device)
+    precisions: tuple[tuple[str, str], ...] = ()  # (role, canonical precision): (("weights", "fp8"), ...)
+    cuda_version: str | None = None  # "12.8" (runtime.cuda_version); None on a CPU workload
+    flash_attention: int | None = None  # 2 or 3; None when the workload does not use FlashAttention
+    engine: str = "generic"  # "vllm", "transformers" or "generic"
+    engine_version: str | None = None  # "0.11.0"
+    cpu_architecture: str | None = None  # "x86_64" / "aarch64"; None = either
+
+    @classmethod
+    def from_workload(cls, workload: Any, *, cpu_architecture: str | None = None) -> Requirements:
+        """From a validated ``budgets.engine.Workload``. ``runtime.attention: flash`` asks for FlashAttention-2
+        (what ``attn_implementation="flash_attention_2"`` loads; FA3 is opt-in: pass ``flash_attention=3``
+        through ``dataclasses.replace``). A custom task names no precisions or engine of its own."""
+        runtime = workload.runtime
+        on_cuda = runtime.device == "cuda"
+        precisions: tuple[tuple[str, str], ...] = ()
+        if workload.task != "custom":
+            spec = workload.precision
+            precisions = tuple((role, normalize_precision(getattr(spec, role))) for role in PRECISION_ROLES)
+        engine = workload.inference.engine if workload.task == "inference" else "transformers"
+        return cls(
+            device=runtime.device,
+            precisions=precisions,
+            cuda_version=runtime.cuda_version if on_cuda else None,
+            flash_attention=2 if on_cuda and runtime.attention == "flash" else None,
+            engine=engine if workload.task != "custom" else "generic",
+            engine_version=runtime.engine_version,
+            cpu_architecture=cpu_architecture,
+        )
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a configuration offers. ``toolkits`` and ``wheels`` are the catalog's tables (shared)."""
+
+    label: str  # "NVIDIA A100 80GB SXM4 (Ampere, CC 8.0)": how reasons name the device
+    vendor: str = ""  # "nvidia", "amd"; "" for a CPU-only configuration
+    compute_capability: ComputeCapability | None = None
+    gfx_target: str = ""  # "gfx942" on AMD
+    native_precisions: frozenset[str] = frozenset()  # canonical names: {"bf16", "fp16", "fp8", ...}
+    driver_version: str = ""  # installed NVIDIA driver "570.195.03", or the ROCm version on AMD
+    host_cpu_architecture: str = "x86_64"
+    toolkits: tuple[Toolkit, ...] = ()
+    wheels: tuple[Wheel, ...] = ()
+
+    @property
+    def has_accelerator(self) -> bool:
+        return bool(self.vendor)
+
+    @property
+    def is_nvidia_gpu(self) -> bool:
+        return self.vendor == "nvidia"
+
+
+Rule = Callable[[Requirements, Facts], list[Reason]]
+
+# (rule name, rule) in the order a person fixes things: the device, then what runs on it.
+RULES: tuple[tuple[str, Rule], ...] = (
+    ("device", check_device),
+    ("host", check_host),
+    ("precision", check_precisions),
+    ("cuda_arch", check_cuda_arch),
+    ("driver", check_driver),
+    ("wheels", check_wheels),
+    ("flash_attention", check_attention),
+    ("vllm", check_engine),
+)
+
+
+def check_configuration(requirements: Requirements, facts: Facts) -> list[Reason]:
+    """Every failed rule, in :data:`RULES` order; empty when the configuration can run the workload.
+
+    A rule that cannot read its input (an unknown CUDA major, an unreadable driver version) fails with
+    that message rather than passing silently.
+    """
+    reasons: list[Reason] = []
+    for name, rule in RULES:
+        try:
+            reasons += rule(requirements, facts)
+        except CompatError as exc:
+            reasons.append(Reason(name, f"{facts.label}: {exc}", "correct the catalog entry or the workload"))
+    return reasons

@@ -1,0 +1,92 @@
+"""Catalog reads for the recommender: configurations with their usable memory and compatibility facts.
+
+The rules themselves are pure (``catalog.compat``, ``catalog.usable``); this module only turns catalog rows
+into their inputs, in a constant number of queries however many configurations there are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import QuerySet
+
+from .compat import ComputeCapability, Facts, Toolkit, Wheel, normalize_precision
+from .models import Configuration, CudaToolkit, PyTorchWheel
+from .usable import UsableMemory
+
+
+@dataclass(frozen=True)
+class CompatTables:
+    """The catalog-wide tables every configuration's facts share."""
+
+    toolkits: tuple[Toolkit, ...]
+    wheels: tuple[Wheel, ...]
+
+
+def compat_tables() -> CompatTables:
+    """CUDA toolkits and PyTorch wheels from the catalog (two queries)."""
+    toolkits = CudaToolkit.objects.values(
+        "version", "family", "min_driver_linux", "minor_compat_min_driver_linux", "uncertain"
+    )
+    wheels = PyTorchWheel.objects.values(
+        "torch_versions", "variant", "cuda_version", "compute_capabilities", "embeds_ptx"
+    )
+    return CompatTables(tuple(map(Toolkit.from_row, toolkits)), tuple(map(Wheel.from_row, wheels)))
+
+
+def configuration_facts(configuration: Configuration, tables: CompatTables) -> Facts:
+    """What ``configuration`` offers, as ``catalog.compat.check_configuration`` reads it."""
+    accelerator = configuration.accelerator
+    if accelerator is None:
+        return Facts(
+            label=f"{configuration.name} (CPU only)",
+            host_cpu_architecture=configuration.host_cpu_architecture,
+            toolkits=tables.toolkits,
+            wheels=tables.wheels,
+        )
+    architecture = accelerator.architecture
+    capability = None
+    if architecture.compute_capability_major is not None:
+        capability = ComputeCapability(architecture.compute_capability_major, architecture.compute_capability_minor)
+    target = f"CC {capability}" if capability else architecture.gfx_target
+    return Facts(
+        label=f"{accelerator.name} ({architecture.family}, {target})",
+        vendor=architecture.vendor.slug,
+        compute_capability=capability,
+        gfx_target=architecture.gfx_target,
+        native_precisions=frozenset(normalize_precision(p.slug) for p in architecture.precisions.all()),
+        driver_version=configuration.driver_version,
+        host_cpu_architecture=configuration.host_cpu_architecture,
+        toolkits=tables.toolkits,
+        wheels=tables.wheels,
+    )
+
+
+def configurations_for_recommendation(queryset: QuerySet[Configuration] | None = None) -> QuerySet[Configuration]:
+    """Configurations annotated with their memory (``with_memory()``) and with everything
+    :func:`configuration_facts` and ``Configuration.usable_memory`` read already loaded: a fixed number of
+    queries for the whole list."""
+    rows = queryset if queryset is not None else Configuration.objects.all()
+    return (
+        rows.with_memory()
+        .select_related("accelerator__architecture__vendor")
+        .prefetch_related("accelerator__architecture__precisions")
+    )
+
+
+@dataclass(frozen=True)
+class ConfigurationCandidate:
+    """One configuration as the recommender weighs it."""
+
+    configuration: Configuration
+    usable: UsableMemory
+    facts: Facts
+
+
+def configuration_candidates(queryset: QuerySet[Configuration] | None = None) -> list[ConfigurationCandidate]:
+    """Every configuration (or those of ``queryset``) with its usable memory and compatibility facts."""
+    tables = compat_tables()
+    return [
+        ConfigurationCandidate(row, row.usable_memory, configuration_facts(row, tables))
+        for row in configurations_for_recommendation(queryset)
+    ]
