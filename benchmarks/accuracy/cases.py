@@ -1342,7 +1342,7 @@ _ROUND5_WIDTHS = ("intermediate_size", "moe_intermediate_size", "shared_expert_i
 
 
 def _round64(x: float) -> int:
-    return max(64, int(round(x / 64)) * 64)
+    return max(64, round(x / 64) * 64)
 
 
 def _other_kv_heads(heads: int, kv: int) -> int:

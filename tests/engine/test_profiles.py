@@ -84,7 +84,12 @@ def _sampling(eos: int | None) -> dict:
         "task": "inference",
         "model": {"hf_config": config},
         "precision": {"weights": "bf16"},
-        "inference": {"engine": "transformers", "max_input_tokens": 16, "max_output_tokens": 8, "concurrent_sessions": 6},
+        "inference": {
+            "engine": "transformers",
+            "max_input_tokens": 16,
+            "max_output_tokens": 8,
+            "concurrent_sessions": 6,
+        },
         "runtime": {"device": "cpu"},
     }
     return estimate(Workload.model_validate(workload)).as_contract()["per_device"]
