@@ -1,7 +1,7 @@
 """Native tensor-core precision by architecture, and the one list of precision names.
 
 Names: a workload stores and computes in the precisions the budget engine sizes
-(``budgets.engine.dtypes.BYTES_PER_ELEMENT``: fp32, bf16, fp16, fp8, int8, int4); a device may also
+(``budgets.engine.dtypes.BYTES_PER_ELEMENT``: fp32, bf16, fp16, fp8, int8, int4, nf4); a device may also
 list formats no workload asks for yet (fp64, tf32, fp8_fnuz, mxfp8, fp6, fp4). ``CANONICAL_PRECISIONS``
 is both, and the catalog's ``PrecisionSlug`` choices are built from it.
 
@@ -28,7 +28,7 @@ CANONICAL_PRECISIONS: tuple[str, ...] = WORKLOAD_PRECISIONS + DEVICE_ONLY_PRECIS
 PRECISION_LABELS: dict[str, str] = {
     "fp32": "FP32", "bf16": "BF16", "fp16": "FP16", "fp8": "FP8 (OCP e4m3/e5m2)", "int8": "INT8",
     "int4": "INT4", "fp64": "FP64", "tf32": "TF32", "fp8_fnuz": "FP8 FNUZ (AMD CDNA3)", "mxfp8": "MXFP8",
-    "fp6": "FP6", "fp4": "FP4 (NVFP4/MXFP4)",
+    "fp6": "FP6", "fp4": "FP4 (NVFP4/MXFP4)", "nf4": "NF4 (bitsandbytes 4-bit NormalFloat, weights only)",
 }  # fmt: skip
 
 PRECISION_ALIASES: dict[str, str] = {
@@ -104,6 +104,7 @@ def cc_supports_precision(cc: str | ComputeCapability, precision: str) -> bool:
         "fp4": c >= (10, 0),
         "int8": c >= (7, 5),  # Volta has no INT8 tensor cores (TensorRT matrix)
         "int4": (7, 5) <= c < (9, 0),  # Hopper/Blackwell datasheets list no INT4
+        "nf4": False,  # a storage format: bitsandbytes dequantizes it to the compute dtype (no tensor-core NF4)
         "fp64": c in {(8, 0), (9, 0)} or c[0] == 10,  # FP64 tensor cores: GA100, GH100, GB100-class
         "fp32": False,  # NVIDIA tensor cores take fp32 input as tf32
         "fp8_fnuz": False,  # AMD CDNA3 only
