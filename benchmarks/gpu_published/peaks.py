@@ -94,14 +94,15 @@ def compare(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
+    width = max([44, *(len(r["id"]) + 1 for r in rows)])
     head = (
-        f"{'record':<44}{'set':<9}{'view':<11}{'measured GiB':>13}{'engine GiB':>11}{'err %':>8}"
+        f"{'record':<{width}}{'set':<9}{'view':<11}{'measured GiB':>13}{'engine GiB':>11}{'err %':>8}"
         f"{'low–high GiB':>16}  within/inside"
     )
     lines = [head]
     for r in rows:
         lines.append(
-            f"{r['id']:<44}{'holdout' if r['holdout'] else 'tuning':<9}{r['view']:<11}{r['measured_gib']:>13.2f}"
+            f"{r['id']:<{width}}{'holdout' if r['holdout'] else 'tuning':<9}{r['view']:<11}{r['measured_gib']:>13.2f}"
             f"{r['engine_gib']:>11.2f}{r['error_pct']:>+8.1f}{r['low_gib']:>8.2f}–{r['high_gib']:<7.2f}"
             f"  {'yes' if r['within'] else 'NO'}/{'yes' if r['inside'] else 'no'}"
             + (f"  INCONSISTENT: measured below its lower bound {r['bound_gib']:.2f} GiB" if r["inconsistent"] else "")
