@@ -58,3 +58,27 @@ def test_a_part_meets_its_target_at_eighty_percent_within() -> None:
     assert peaks.meets_target(rows(4, 5))
     assert not peaks.meets_target(rows(3, 5))
     assert not peaks.meets_target([])
+
+
+def test_lower_bound_is_weights_logits_and_checkpointed_inputs() -> None:
+    record = next(r for r in RECORDS if r["id"] == "torchtune-4090-llama-3.1-8b-lora")
+    tokens = 2 * 2048
+    # Llama 3.1 8B: 8,030,261,248 bf16 parameters, 128,256-token vocabulary, 32 checkpointed layers of 4,096
+    expected = 8_030_261_248 * 2 + tokens * 128_256 * 2 + 32 * tokens * 4096 * 2
+    assert peaks.lower_bound_bytes(record) == expected
+
+
+def test_a_record_below_its_lower_bound_is_inconsistent_and_not_counted() -> None:
+    record = next(r for r in RECORDS if r["group"] == "training")
+    bound = peaks.lower_bound_bytes(record) / 2**30
+    below = peaks.compare(_measuring(record, record["view"], bound * 0.99))
+    above = peaks.compare(_measuring(record, record["view"], bound * 1.01))
+    assert below["inconsistent"] and not above["inconsistent"]
+    lines, _ = peaks.report([below, above])
+    assert any("1 inconsistent" in line for line in lines)
+    part = "hold-out" if record["holdout"] else "tuning"
+    assert any(line.startswith(f"training {part}: 1 records") for line in lines)
+
+
+def test_framework_inference_records_get_no_lower_bound() -> None:
+    assert all(peaks.lower_bound_bytes(r) is None for r in RECORDS if r["group"] != "training")

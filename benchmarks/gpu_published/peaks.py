@@ -6,6 +6,10 @@ Each record names the counter its figure is (allocated, reserved, device used); 
 read on that same view (`per_device.views`). A record is within target when |error| ≤ 10 %; a group
 meets its target when ≥ 80 % of its records are, counted for the tuning and the hold-out records apart
 (hold-out: every third record, fixed before any comparison; HOLDOUT.md).
+
+A training record whose measured figure is below its own lower bound (`lower_bound_bytes`: plain arithmetic
+from the record's workload, no engine model) is `inconsistent`: the run cannot have been the stated setup.
+It is printed with its bound, left out of the ±10 % count and counted on a line of its own.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from budgets.engine import Workload, estimate
+from budgets.engine.dtypes import nbytes
+from budgets.engine.models.parameters import parameter_count
 
 HERE = Path(__file__).resolve().parent
 GIB = 2**30
@@ -43,10 +49,33 @@ def engine_view(record: dict[str, Any]) -> dict[str, int]:
     return views[VIEW_KEYS[record["view"]]]
 
 
+def lower_bound_bytes(record: dict[str, Any]) -> float | None:
+    """What any run of a training record's stated setup holds at once, after the forward: the weights
+    in the stated precision (4-bit: 0.5 B per decoder weight, no scales; embedding, head and final norm
+    16-bit; / data degree under ZeRO-3 / FSDP), the logits of one micro-batch in the compute dtype (every
+    stack in these records computes the whole micro-batch's logits before its loss), and, with full
+    checkpointing, every layer's input (tokens × hidden in the compute dtype). None for other groups and
+    for tensor or pipeline parallel runs."""
+    w = workload(record)
+    t, par = w.training, w.parallelism
+    if record["group"] != "training" or t is None or par.tensor > 1 or par.pipeline > 1:
+        return None
+    spec, d = w.spec, nbytes(w.precision.compute or "bf16")
+    counts = parameter_count(spec)
+    four_bit = w.precision.weights in ("int4", "nf4")
+    decoder = counts.layers_total * (0.5 if four_bit else nbytes(w.precision.weights))
+    outer = (counts.embedding + counts.lm_head + counts.final_norm) * (2 if four_bit else nbytes(w.precision.weights))
+    shards = par.data if par.zero_stage >= 3 else 1
+    tokens = t.micro_batch_size * t.sequence_length
+    checkpoints = spec.num_layers * tokens * spec.hidden_size * d if t.activation_checkpointing == "full" else 0
+    return (decoder + outer) / shards + tokens * spec.vocab_size * d + checkpoints
+
+
 def compare(record: dict[str, Any]) -> dict[str, Any]:
     view = engine_view(record)
     measured = measured_bytes(record)
     error_pct = 100 * (view["bytes"] - measured) / measured
+    bound = lower_bound_bytes(record)
     return {
         "id": record["id"],
         "group": record["group"],
@@ -59,26 +88,38 @@ def compare(record: dict[str, Any]) -> dict[str, Any]:
         "error_pct": error_pct,
         "within": abs(error_pct) <= TARGET_PCT,
         "inside": view["low"] <= measured <= view["high"],
+        "bound_gib": None if bound is None else bound / GIB,
+        "inconsistent": bound is not None and measured < bound,
     }
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
+    width = max([44, *(len(r["id"]) + 1 for r in rows)])
     head = (
-        f"{'record':<44}{'set':<9}{'view':<11}{'measured GiB':>13}{'engine GiB':>11}{'err %':>8}"
+        f"{'record':<{width}}{'set':<9}{'view':<11}{'measured GiB':>13}{'engine GiB':>11}{'err %':>8}"
         f"{'low–high GiB':>16}  within/inside"
     )
     lines = [head]
     for r in rows:
         lines.append(
-            f"{r['id']:<44}{'holdout' if r['holdout'] else 'tuning':<9}{r['view']:<11}{r['measured_gib']:>13.2f}"
+            f"{r['id']:<{width}}{'holdout' if r['holdout'] else 'tuning':<9}{r['view']:<11}{r['measured_gib']:>13.2f}"
             f"{r['engine_gib']:>11.2f}{r['error_pct']:>+8.1f}{r['low_gib']:>8.2f}–{r['high_gib']:<7.2f}"
             f"  {'yes' if r['within'] else 'NO'}/{'yes' if r['inside'] else 'no'}"
+            + (f"  INCONSISTENT: measured below its lower bound {r['bound_gib']:.2f} GiB" if r["inconsistent"] else "")
         )
     return lines
 
 
 def meets_target(rows: list[dict[str, Any]]) -> bool:
     return bool(rows) and sum(r["within"] for r in rows) >= TARGET_SHARE * len(rows)
+
+
+def inconsistent_line(rows: list[dict[str, Any]], label: str) -> str:
+    bad = [r for r in rows if r["inconsistent"]]
+    names = ", ".join(f"{r['id']} ({r['measured_gib']:.2f} < {r['bound_gib']:.2f} GiB)" for r in bad)
+    return f"{label}: {len(bad)} inconsistent (measured below the setup's lower bound; not counted above)" + (
+        f": {names}" if bad else ""
+    )
 
 
 def summary(rows: list[dict[str, Any]], label: str) -> str:
@@ -101,9 +142,13 @@ def report(rows: list[dict[str, Any]]) -> tuple[list[str], bool]:
     ok = True
     for group in GROUPS:
         members = [r for r in rows if r["group"] == group]
-        parts = {"tuning": [r for r in members if not r["holdout"]], "hold-out": [r for r in members if r["holdout"]]}
+        counted = [r for r in members if not r["inconsistent"]]
+        parts = {"tuning": [r for r in counted if not r["holdout"]], "hold-out": [r for r in counted if r["holdout"]]}
         lines += ["", f"== {group} ==", *table(members), ""]
         lines += [summary(part, f"{group} {label}") for label, part in parts.items()]
+        if group == "training":
+            for label, held in (("tuning", False), ("hold-out", True)):
+                lines.append(inconsistent_line([r for r in members if r["holdout"] == held], f"{group} {label}"))
         ok = ok and all(meets_target(part) for part in parts.values())
     return lines, ok
 

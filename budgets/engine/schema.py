@@ -250,6 +250,13 @@ class LoraSpec(_Section):
     target_modules: list[
         Literal["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "all-linear"]
     ] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], min_length=1, max_length=8)
+    dropout: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="dropout on each adapter's input: its output and mask are kept for backward; 0.0 = peft's"
+        " LoraConfig default (no dropout module); lit-gpt's finetune/lora.py uses 0.05",
+    )
 
 
 class TrainingSpec(_Section):
@@ -265,6 +272,12 @@ class TrainingSpec(_Section):
         le=1024,
         description="chunks the output projection and cross-entropy run in, one chunk's fp32 upcast at a time:"
         " 1 = transformers' whole-logits ForCausalLMLoss; torchtune's CEWithChunkedOutputLoss uses 8",
+    )
+    framework: Literal["transformers", "litgpt"] = Field(
+        "transformers",
+        description="the training code whose layers are modelled: transformers (+ peft for LoRA), or lit-gpt"
+        " (commit 8641822: fused qkv, RMSNorm in the compute dtype, LM head in 128-position chunks); the"
+        " budget names its implementation profile",
     )
 
     @model_validator(mode="after")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import parallel
+from . import parallel, profiles
 from .budget import ZERO, Range
 from .components import activations as act
 from .components import training as tr
@@ -222,7 +222,9 @@ def _forward_saved(
     s, d = x.s, x.d
     gqa_sdpa = attention != "eager" and spec.head_dim <= 256
     sp_t = stage.tensor if stage.sequence_parallel else 1
-    per_layer = act.training_saved_per_layer(spec, x, attention, not gqa_sdpa, mode, sp_t, _kept(w))
+    per_layer = profiles.workload_profile(w).training_layer_saved(
+        spec, x, attention, not gqa_sdpa, mode, sp_t, _kept(w, x)
+    )
     saved_layers = per_layer * stage.layers * stage.in_flight_microbatches
     # masks: eager additive masks (two with a sliding mapping), or an SDPA sliding bool mask; every
     # sliding SDPA layer saves its converted (additive, dtype d) copy of the bool mask for backward
@@ -262,17 +264,17 @@ def _activations(
     batch = Range(x.tokens * 8, 2 * x.tokens * 8, 3 * x.tokens * 8)
     gqa_sdpa = attention != "eager" and spec.head_dim <= 256
     full_ckpt = t.activation_checkpointing == "full"
-    kept = _kept(w)
-    recompute = act.training_layer_recompute(spec, x, attention, not gqa_sdpa, kept) if full_ckpt else 0
+    kept, profile = _kept(w, x), profiles.workload_profile(w)
+    recompute = profile.training_layer_saved(spec, x, attention, not gqa_sdpa, "none", 1, kept) if full_ckpt else 0
     if recompute and sliding_mask_copy:
         recompute += sliding_mask_copy
     bwd_transient = act.training_backward_transient(spec, x)
     full = t.method == "full"
     if stage.holds_head:
         # a frozen head (LoRA, QLoRA: transformers keeps it out of 4-bit) keeps no input
-        final_norm = act._norm_saved(spec, x, output_saved=full, weight_trained=kept.norm_weights)
-        loss_fwd = act.loss_peak(x, spec, t.loss_chunks)
-        loss_keep = act.loss_saved(x, spec)
+        final_norm = profile.final_norm_saved(spec, x, output_saved=full, weight_trained=kept.norm_weights)
+        loss_fwd = profile.loss_peak(x, spec, t.loss_chunks)
+        loss_keep = profile.loss_saved(x, spec)
     else:
         final_norm = loss_fwd = loss_keep = 0
     # a V×h gradient (head, or embedding) in the gradient dtype, on this tensor-parallel rank
@@ -285,7 +287,7 @@ def _activations(
         + embed_out
         + model_level
         + final_norm
-        + (act.loss_forward(x, spec, t.loss_chunks) if stage.holds_head else 0)
+        + (profile.loss_forward(x, spec, t.loss_chunks) if stage.holds_head else 0)
     )
     bwd_start_act = saved_layers + kept_model_level + final_norm + max(loss_fwd, loss_keep + recompute + bwd_transient)
     # late backward, the stage's first layer: its recompute and gradients, the gradient of its input,
@@ -347,10 +349,13 @@ def _workspace(
     return ws_fixed + Range.exact(qlora_dequant)
 
 
-def _kept(w: Workload) -> act.Kept:
+def _kept(w: Workload, x: act.Shape) -> act.Kept:
     assert w.training is not None
     t = w.training
-    return tr.kept_inputs(t.method, list(t.lora.target_modules), t.lora.rank, w.runtime.bitsandbytes_version)
+    targets = list(t.lora.target_modules)
+    widths = profiles.workload_profile(w).lora_dropout_widths(tr.adapted_projections(targets), x)
+    dropout_bytes = tr.lora_dropout_bytes(widths, x.d, w.runtime.device == "cuda")
+    return tr.kept_inputs(t.method, targets, t.lora.rank, w.runtime.bitsandbytes_version, t.lora.dropout, dropout_bytes)
 
 
 def _notes(w: Workload, stage: parallel.Stage, params: _Trainable, states: _ModelStates) -> dict[str, str]:

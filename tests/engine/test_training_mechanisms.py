@@ -1,7 +1,9 @@
 """Training mechanisms from the libraries' source: chunked cross-entropy (torchtune), bitsandbytes NF4
-storage and QLoRA's saved inputs, frozen layers keeping no inputs (LoRA)."""
+storage and QLoRA's saved inputs, frozen layers keeping no inputs (LoRA), LoRA dropout, lit-gpt's layers."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
@@ -10,6 +12,8 @@ from budgets.engine.components import activations as act
 from budgets.engine.components import training as tr
 from budgets.engine.dtypes import stored_bytes_per_weight
 from budgets.engine.models.presets import load_presets
+from budgets.engine.profiles.generic import GENERIC
+from budgets.engine.profiles.litgpt import LITGPT
 
 GIB = 2**30
 
@@ -90,3 +94,61 @@ def test_qlora_needs_a_4bit_weight_format() -> None:
     payload = _training(method="qlora")
     with pytest.raises(ValueError, match="nf4"):
         Workload.model_validate(payload)
+
+
+def test_peft_lora_dropout_keeps_each_adapters_dropped_input_and_mask() -> None:
+    spec = load_presets()["llama-2-7b"].spec
+    x = act.Shape(b=1, s=64, k=64, h=4096, q=4096, kv=4096, heads=32, inter=11008, vocab=32000, d=2)
+    targets = ["q_proj", "v_proj"]
+    plain = act.training_saved_per_layer(spec, x, "sdpa", False, "none", kept=tr.kept_inputs("lora", targets, 8, None))
+    widths = GENERIC.lora_dropout_widths(set(targets), x)
+    kept = tr.kept_inputs("lora", targets, 8, None, 0.05, tr.lora_dropout_bytes(widths, 2, cuda=True))
+    dropped = act.training_saved_per_layer(spec, x, "sdpa", False, "none", kept=kept)
+    # peft: q_proj and v_proj each drop the normed input (bf16 output + bool mask) in place of that input
+    assert dropped - plain == 64 * (2 * 4096 * (2 + 1) - 4096 * 2)
+
+
+def test_lora_dropout_defaults_to_peft_none() -> None:
+    base = _training(lora={"rank": 8, "target_modules": ["q_proj", "v_proj"]})
+    explicit = _training(lora={"rank": 8, "target_modules": ["q_proj", "v_proj"], "dropout": 0.0})
+    dropped = _training(lora={"rank": 8, "target_modules": ["q_proj", "v_proj"], "dropout": 0.05})
+    assert _activations(base) == _activations(explicit) < _activations(dropped)
+
+
+# lit-gpt 8641822's Block (bf16, torch 2.13 CPU, second of two layers, 2 × 64 tokens, h 512, 4 heads of 128,
+# I 1376, LoRA rank 8): the bytes of the distinct non-parameter storages its saved-tensor hooks received
+LITGPT_LAYER_MEASURED = [
+    ({"dropout": 0.0}, 2513408),
+    ({"dropout": 0.05}, 2644480),
+    ({"dropout": 0.05, "kv_heads": 2}, 2314752),
+    ({"dropout": 0.0, "targets": ["all-linear"]}, 2867712),
+    ({"dropout": 0.05, "targets": ["q_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}, 4143616),
+]
+
+
+@pytest.mark.parametrize(("case", "measured"), LITGPT_LAYER_MEASURED)
+def test_litgpt_layer_saves_what_its_block_saved_on_cpu(case: dict, measured: int) -> None:
+    kv_heads = case.get("kv_heads", 4)
+    targets = case.get("targets", ["q_proj", "v_proj"])
+    spec = replace(
+        load_presets()["llama-2-7b"].spec,
+        hidden_size=512,
+        num_attention_heads=4,
+        num_kv_heads=kv_heads,
+        head_dim=128,
+        intermediate_size=1376,
+        vocab_size=512,
+        num_layers=2,
+    )
+    x = act.Shape(b=2, s=64, k=64, h=512, q=512, kv=128 * kv_heads, heads=4, inter=1376, vocab=512, d=2)
+    widths = LITGPT.lora_dropout_widths(tr.adapted_projections(targets), x)
+    kept = tr.kept_inputs("lora", targets, 8, None, case["dropout"], tr.lora_dropout_bytes(widths, 2, cuda=False))
+    assert LITGPT.training_layer_saved(spec, x, "sdpa", False, "none", 1, kept) == measured
+
+
+def test_litgpt_framework_is_named_and_changes_the_layers() -> None:
+    payload = _training(model="llama-2-7b", lora={"rank": 8, "target_modules": ["q_proj", "v_proj"]})
+    litgpt = {**payload, "training": {**payload["training"], "framework": "litgpt"}}
+    budget = estimate(Workload.model_validate(litgpt))
+    assert any("lit-gpt 8641822" in line for line in budget.assumptions)
+    assert _activations(litgpt) != _activations(payload)

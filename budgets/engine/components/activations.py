@@ -258,7 +258,10 @@ class Kept:
     qkv_input: bool = True  # input norm output, read by q/k/v
     mlp_input: bool = True  # post-attention norm output, read by gate/up (fc1)
     down_input: bool = True  # the MLP product (activation output), read by down (fc2)
+    o_input: bool = True  # the attention output as o_proj reads it (a copy in some implementations)
     adapter_outputs: int = 0  # per token: LoRA rank × adapted linears
+    dropout_bytes: float = 0  # per token: LoRA dropouts' outputs and masks (components/training.py)
+    adapted: frozenset[str] = frozenset()  # the projections that carry a LoRA adapter
 
 
 ALL_TRAINED = Kept()
@@ -393,15 +396,8 @@ def training_saved_per_layer(
     attn = _attention_saved(spec, x, attention, gqa_copies, kept.norm_weights)
     if mode == "selective":
         attn = x.tokens * (x.q + 2 * x.kv) * x.d  # projections only; scores/outputs recomputed
-    adapters = x.tokens * kept.adapter_outputs * x.d
+    adapters = x.tokens * (kept.adapter_outputs * x.d + kept.dropout_bytes)
     return norms + attn + _mlp_saved(spec, x, kept) + adapters
-
-
-def training_layer_recompute(
-    spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, kept: Kept = ALL_TRAINED
-) -> float:
-    """With full checkpointing, backward recomputes one layer: its saved tensors come back."""
-    return training_saved_per_layer(spec, x, attention, gqa_copies, "none", kept=kept)
 
 
 def training_backward_transient(spec: ModelSpec, x: Shape) -> float:

@@ -65,20 +65,47 @@ def lora_parameters(spec_h: int, q: int, kv: int, inter: int, layers: int, rank:
     return layers * sum(rank * (dims[n][0] + dims[n][1]) for n in dict.fromkeys(names))
 
 
-def kept_inputs(method: str, targets: list[str], rank: int, bitsandbytes_version: str | None) -> Kept:
+def adapted_projections(targets: list[str]) -> set[str]:
+    return set(PROJECTIONS) if "all-linear" in targets else set(targets)
+
+
+def lora_dropout_bytes(input_widths: list[int], d: float, cuda: bool) -> float:
+    """Per token: what the adapters' dropouts keep for backward, one dropout per entry of `input_widths`
+    (peft: one nn.Dropout per adapted module, peft v0.20.0 src/peft/tuners/lora/layer.py:251-254, applied
+    as `lora_B(lora_A(dropout(x)))`, :1058): its output (d), saved by A's matmul in place of x, and its
+    mask. On CUDA dropout is the fused `native_dropout` (aten/src/ATen/native/Dropout.cpp
+    `is_fused_kernel_acceptable`), whose mask is bool, 1 B (cuda/Dropout.cu `native_dropout_cuda` →
+    `dropout_cuda<bool>`); elsewhere it is `input * noise` with the noise in the input dtype (measured,
+    torch 2.13 CPU: MulBackward0 saves a bf16 noise tensor)."""
+    return sum(input_widths) * (d + (1 if cuda else d))
+
+
+def kept_inputs(
+    method: str,
+    targets: list[str],
+    rank: int,
+    bitsandbytes_version: str | None,
+    dropout: float = 0.0,
+    dropout_bytes: float = 0.0,
+) -> Kept:
     """Which layer inputs the training step keeps for backward: all of them in full fine-tuning; with
     frozen base weights (LoRA, QLoRA) only those of the adapted projections (each adapter's A keeps the
-    projection input, its B A's rank-wide output) and no norm's normalized tensor; QLoRA on
-    bitsandbytes before 0.43.2 also every 4-bit projection's input."""
+    projection input, or with LoRA dropout the dropout's output and mask (`dropout_bytes` per token),
+    its B A's rank-wide output) and no norm's normalized tensor; QLoRA on bitsandbytes before 0.43.2
+    also every 4-bit projection's input."""
     if method == "full":
         return ALL_TRAINED
-    adapted = set(PROJECTIONS) if "all-linear" in targets else set(targets)
+    adapted = adapted_projections(targets)
     old_bnb = bitsandbytes_version is not None and parse_version(bitsandbytes_version) < BNB_KEEPS_INPUT_BEFORE
     every_input = method == "qlora" and old_bnb
+    by_adapter = adapted if dropout == 0 else set()  # an adapter keeps its raw input only without dropout
     return Kept(
         norm_weights=False,
-        qkv_input=every_input or bool(adapted & {"q_proj", "k_proj", "v_proj"}),
-        mlp_input=every_input or bool(adapted & {"gate_proj", "up_proj"}),
-        down_input=every_input or "down_proj" in adapted,
+        qkv_input=every_input or bool(by_adapter & {"q_proj", "k_proj", "v_proj"}),
+        mlp_input=every_input or bool(by_adapter & {"gate_proj", "up_proj"}),
+        down_input=every_input or "down_proj" in by_adapter,
+        o_input=every_input or "o_proj" in by_adapter,
         adapter_outputs=rank * len(adapted),
+        adapted=frozenset(adapted),
+        dropout_bytes=dropout_bytes if dropout > 0 else 0.0,
     )

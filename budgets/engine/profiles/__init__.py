@@ -1,6 +1,7 @@
 """Implementation profiles: what one library version allocates on top of the general model
 (`components/`), chosen by engine and `runtime.engine_version` (default: the current release).
-`generic` is the general model only; vLLM's profiles live in `vllm.py`."""
+`generic` is the general model only; `litgpt` is lit-gpt's training code (training.framework);
+vLLM's profiles live in `vllm.py`."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..vllm import parse_version
 from .generic import GENERIC, GenericProfile
+from .litgpt import LITGPT
 from .transformers import DEFAULT_TRANSFORMERS_VERSION, TRANSFORMERS_PROFILES
 
 if TYPE_CHECKING:
@@ -20,6 +22,8 @@ def profile_for(engine: str, version: str | None) -> GenericProfile:
     """The profile of a generate or training engine at a version (None: the current release)."""
     if engine == "vllm":
         raise ValueError("vLLM's profiles are chosen in budgets/engine/vllm.py")
+    if engine == "litgpt":
+        return LITGPT
     if engine != "transformers":
         return GENERIC
     v = parse_version(version or DEFAULT_TRANSFORMERS_VERSION)
@@ -27,8 +31,11 @@ def profile_for(engine: str, version: str | None) -> GenericProfile:
 
 
 def workload_engine(w: Workload) -> tuple[str, str | None]:
-    """(engine, version) of a generate or training workload: training runs transformers."""
-    engine = w.inference.engine if (w.task == "inference" and w.inference is not None) else "transformers"
+    """(engine, version) of a generate or training workload: training runs `training.framework`."""
+    if w.task == "inference" and w.inference is not None:
+        engine = w.inference.engine
+    else:
+        engine = w.training.framework if w.training is not None else "transformers"
     if engine != "transformers":
         return engine, None
     return engine, w.runtime.engine_version or DEFAULT_TRANSFORMERS_VERSION

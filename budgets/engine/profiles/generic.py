@@ -2,7 +2,8 @@
 
 A profile says what one library version allocates beyond what any implementation of the model must
 hold: the bookkeeping of its generate loop, the positions its preallocated cache reserves, its
-sampling buffers. This base adds none of it; `transformers.py` overrides it.
+sampling buffers. This base adds none of it; `transformers.py` overrides it. For training the general
+model's layers are transformers' (+ peft's adapters); `litgpt.py` replaces them with lit-gpt's.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..components import activations as act
+from ..models.spec import ModelSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,31 @@ class GenericProfile:
         """(low, expected, high) bytes between two forwards, while the next token is chosen."""
         scores = act.sampling_scores(b, vocab, d)
         return scores, scores, scores
+
+    # --- training: the general model's operators (transformers' layers, peft's adapters) ---------------
+
+    def training_layer_saved(
+        self, spec: ModelSpec, x: act.Shape, attention: str, gqa_copies: bool, mode: str, sp_t: int, kept: act.Kept
+    ) -> float:
+        """Bytes one decoder layer keeps for backward, per micro-batch (`mode` none: everything)."""
+        return act.training_saved_per_layer(spec, x, attention, gqa_copies, mode, sp_t, kept)
+
+    def final_norm_saved(self, spec: ModelSpec, x: act.Shape, output_saved: bool, weight_trained: bool) -> float:
+        return act._norm_saved(spec, x, output_saved=output_saved, weight_trained=weight_trained)
+
+    def lora_dropout_widths(self, adapted: set[str], x: act.Shape) -> list[int]:
+        """Input width of each LoRA dropout: peft gives every adapted module its own."""
+        widths = {"q_proj": x.h, "k_proj": x.h, "v_proj": x.h, "o_proj": x.q}
+        return [widths.get(name, x.inter if name == "down_proj" else x.h) for name in sorted(adapted)]
+
+    def loss_forward(self, x: act.Shape, spec: ModelSpec, chunks: int) -> float:
+        return act.loss_forward(x, spec, chunks)
+
+    def loss_peak(self, x: act.Shape, spec: ModelSpec, chunks: int) -> float:
+        return act.loss_peak(x, spec, chunks)
+
+    def loss_saved(self, x: act.Shape, spec: ModelSpec) -> float:
+        return act.loss_saved(x, spec)
 
     def describe(self, version: str | None, generate: bool, moe: bool) -> tuple[str, ...]:
         """The budget's assumption lines naming the profile (and the version it stands for)."""
