@@ -3,7 +3,8 @@
 Names: a workload stores and computes in the precisions the budget engine sizes
 (``budgets.engine.dtypes.BYTES_PER_ELEMENT``: fp32, bf16, fp16, fp8, int8, int4, nf4); a device may also
 list formats no workload asks for yet (fp64, tf32, fp8_fnuz, mxfp8, fp6, fp4). ``CANONICAL_PRECISIONS``
-is both, and the catalog's ``PrecisionSlug`` choices are built from it.
+is both, less the storage-only formats no device computes in (nf4: bitsandbytes dequantizes it to the compute
+dtype), and the catalog's ``PrecisionSlug`` choices are built from it.
 
 Rules (``research/catalog-and-compat.md`` §B3, Transformer Engine support matrix): bf16/tf32 ⇒ CC ≥ 8.0,
 fp8 ⇒ CC ≥ 8.9 or AMD CDNA3 (FNUZ variant) / CDNA4, fp4/fp6 ⇒ Blackwell (CC ≥ 10.0) or CDNA4.
@@ -23,7 +24,10 @@ if TYPE_CHECKING:
 
 WORKLOAD_PRECISIONS: tuple[str, ...] = tuple(BYTES_PER_ELEMENT)
 DEVICE_ONLY_PRECISIONS: tuple[str, ...] = ("fp64", "tf32", "fp8_fnuz", "mxfp8", "fp6", "fp4")
-CANONICAL_PRECISIONS: tuple[str, ...] = WORKLOAD_PRECISIONS + DEVICE_ONLY_PRECISIONS
+STORAGE_ONLY_PRECISIONS: frozenset[str] = frozenset({"nf4"})  # weights only; never a device's precision
+CANONICAL_PRECISIONS: tuple[str, ...] = (
+    tuple(p for p in WORKLOAD_PRECISIONS if p not in STORAGE_ONLY_PRECISIONS) + DEVICE_ONLY_PRECISIONS
+)
 
 PRECISION_LABELS: dict[str, str] = {
     "fp32": "FP32", "bf16": "BF16", "fp16": "FP16", "fp8": "FP8 (OCP e4m3/e5m2)", "int8": "INT8",
@@ -62,8 +66,9 @@ def normalize_precision(name: str) -> str:
     """A precision name as the catalog spells it (``"fp8_e4m3"`` → ``"fp8"``)."""
     key = str(name).strip().lower()
     key = PRECISION_ALIASES.get(key, key)
-    if key not in CANONICAL_PRECISIONS:
-        raise CompatError(f"unknown precision {name!r}; expected one of {', '.join(CANONICAL_PRECISIONS)}.")
+    if key not in CANONICAL_PRECISIONS and key not in STORAGE_ONLY_PRECISIONS:
+        known = (*CANONICAL_PRECISIONS, *sorted(STORAGE_ONLY_PRECISIONS))
+        raise CompatError(f"unknown precision {name!r}; expected one of {', '.join(known)}.")
     return key
 
 

@@ -256,12 +256,15 @@ def test_catalog_precisions_are_canonical() -> None:
 
 
 def test_precision_names_come_from_the_engine() -> None:
-    """The budget engine sizes the precisions a workload may use; the catalog adds device-only formats."""
+    """The budget engine sizes the precisions a workload may use; the catalog adds device-only formats and
+    leaves out the storage-only ones (nf4), which no device computes in."""
     from budgets.engine.dtypes import BYTES_PER_ELEMENT
     from catalog.choices import PrecisionSlug
 
     assert tuple(BYTES_PER_ELEMENT) == compat.WORKLOAD_PRECISIONS
-    assert set(PrecisionSlug.values) == set(compat.CANONICAL_PRECISIONS) == set(compat.PRECISION_LABELS)
+    assert set(PrecisionSlug.values) == set(compat.CANONICAL_PRECISIONS)
+    assert set(compat.PRECISION_LABELS) == set(compat.CANONICAL_PRECISIONS) | compat.STORAGE_ONLY_PRECISIONS
+    assert compat.normalize_precision("NF4") == "nf4" and "nf4" not in PrecisionSlug.values
 
 
 # --------------------------------------------------------------------------------------------------
