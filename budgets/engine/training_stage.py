@@ -44,7 +44,7 @@ class _ModelStates:
     per_param_optimizer: float
     optimizer_shards: int
     optimizer: Range
-    step_temp: float  # the foreach optimizer step's parameter-sized temporary
+    step_temp: float  # what the optimizer step allocates beyond its states (by implementation)
 
 
 @dataclass(slots=True)
@@ -207,9 +207,30 @@ def _model_states(w: Workload, spec: ModelSpec, stage: parallel.Stage, trainable
     # bound (fused experts / projections, LayerNorm models: up to 184 tensors, 736 B, too many measured)
     optimizer = Range(opt_bytes - step_scalars, opt_bytes, opt_bytes)
     step_temp = (
-        trainable * tr.optimizer_step_transient_per_param(t.optimizer, prec.weights, prec.master_weights) / o_shards
+        tr.optimizer_step_transient(
+            t.optimizer, t.optimizer_impl, prec.weights, prec.master_weights, trainable, _largest_tensor(w, stage)
+        )
+        / o_shards
     )
     return _ModelStates(grad_prec, g_shards, grads_full, grads, per_param_opt, o_shards, optimizer, step_temp)
+
+
+def _largest_tensor(w: Workload, stage: parallel.Stage) -> float:
+    """Elements of the largest trainable parameter tensor on this stage: a LoRA adapter's A or B
+    (rank × the widest projection side), else the vocabulary matrix, a (fused) projection, or a fused
+    experts' tensor (transformers 5.24 modeling_mixtral.py:65 `gate_up_proj` (experts, 2·inter, h))."""
+    assert w.training is not None
+    spec = w.spec
+    x = activation_shape(spec, stage, 1, 1, 1, 1)
+    if w.training.method != "full":
+        return w.training.lora.rank * max(spec.hidden_size, x.q, x.inter)
+    mlp_width = x.inter * (2 if spec.fused_gate_up else 1)
+    if spec.is_moe:
+        expert_inter = math.ceil(spec.expert_intermediate_size / stage.tensor)
+        mlp_width = max(mlp_width, spec.num_experts * expert_inter * (2 if spec.mlp == "gated" else 1))
+    qkv_width = x.q + 2 * x.kv if spec.fused_qkv else x.q
+    vocab = x.vocab * spec.embed_dim if (stage.holds_embedding or stage.holds_head) else 0
+    return max(vocab, mlp_width * spec.hidden_size, qkv_width * spec.hidden_size) if stage.layers else vocab
 
 
 def _forward_saved(
@@ -363,8 +384,7 @@ def _notes(w: Workload, stage: parallel.Stage, params: _Trainable, states: _Mode
     t, prec = w.training, w.precision
     notes: dict[str, str] = {}
     if states.step_temp:
-        # torch.optim foreach step: e.g. AdamW's _foreach_sqrt(exp_avg_sq) is a parameter-sized temporary
-        notes["workspace"] = f"optimizer step: {t.optimizer} foreach temporary {int(states.step_temp):,} B"
+        notes["workspace"] = f"optimizer step: {t.optimizer} ({t.optimizer_impl}) temporary {int(states.step_temp):,} B"
     grad_note = f"{params.trainable:,} trainable parameters × {nbytes(states.grad_prec):g} B ({states.grad_prec})" + (
         f" / {states.grad_shards} (ZeRO-{stage.zero_stage})" if states.grad_shards > 1 else ""
     )
