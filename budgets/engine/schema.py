@@ -313,6 +313,12 @@ class RuntimeSpec(_Section):
     cuda_version: str = Field("12.4", pattern=r"^\d{1,2}\.\d{1,2}$", description="CUDA toolkit, e.g. 12.4")
     attention: Literal["eager", "sdpa", "flash"] = "sdpa"
     expandable_segments: bool = False
+    compile: bool = Field(
+        False,
+        description="training: the model runs under torch.compile, whose partitioner saves fewer activations"
+        " (modelled for full fine-tuning of SDPA, RMSNorm, dense gated-MLP layers; otherwise the eager model);"
+        " the eager figure stays the high end",
+    )
     engine_version: str | None = Field(
         None,
         max_length=32,
