@@ -402,7 +402,7 @@ def training_saved_per_layer(
 
 def compiled_saved_per_layer(spec: ModelSpec, x: Shape) -> float:
     """Bytes one decoder layer keeps for backward under torch.compile (full fine-tuning, SDPA, RMSNorm,
-    dense gated MLP). AOTAutograd's min-cut partition (torch 2.13 torch/_functorch/partitioners.py
+    dense gated MLP). AOTAutograd's min-cut partition (torch 2.13 torch/_functorch/partitioners.py:3725
     `min_cut_rematerialization_partition`) recomputes pointwise ops in backward and saves what they
     cannot be rebuilt from: each norm's input and output (dtype d: no fp32 copies) and its rsqrt per
     row (fp32), SDPA's roped q, k, v, output and logsumexp, and the gate and up outputs and the down
