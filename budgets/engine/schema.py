@@ -273,6 +273,14 @@ class TrainingSpec(_Section):
         description="chunks the output projection and cross-entropy run in, one chunk's fp32 upcast at a time:"
         " 1 = transformers' whole-logits ForCausalLMLoss; torchtune's CEWithChunkedOutputLoss uses 8",
     )
+    optimizer_impl: Literal["foreach", "fused", "for_loop"] = Field(
+        "foreach",
+        description="torch.optim's implementation of the step (AdamW): foreach, the default on CUDA (torch 2.13"
+        " torch/optim/optimizer.py:161-186 `_default_to_fused_or_foreach`), holds one parameter-sized"
+        " temporary (`_foreach_sqrt(exp_avg_sqs)`, adam.py:790); fused=True (`_fused_adamw_`, adam.py:877)"
+        " none; foreach=False (`_single_tensor_adam`) two copies of the largest tensor (`exp_avg_sq.sqrt() /"
+        " bias_correction2_sqrt`, adam.py:544); other optimizers keep their own step",
+    )
     framework: Literal["transformers", "litgpt"] = Field(
         "transformers",
         description="the training code whose layers are modelled: transformers (+ peft for LoRA), or lit-gpt"
@@ -305,6 +313,12 @@ class RuntimeSpec(_Section):
     cuda_version: str = Field("12.4", pattern=r"^\d{1,2}\.\d{1,2}$", description="CUDA toolkit, e.g. 12.4")
     attention: Literal["eager", "sdpa", "flash"] = "sdpa"
     expandable_segments: bool = False
+    compile: bool = Field(
+        False,
+        description="training: the model runs under torch.compile, whose partitioner saves fewer activations"
+        " (modelled for full fine-tuning of SDPA, RMSNorm, dense gated-MLP layers; otherwise the eager model);"
+        " the eager figure stays the high end",
+    )
     engine_version: str | None = Field(
         None,
         max_length=32,

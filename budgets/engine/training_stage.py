@@ -44,7 +44,7 @@ class _ModelStates:
     per_param_optimizer: float
     optimizer_shards: int
     optimizer: Range
-    step_temp: float  # the foreach optimizer step's parameter-sized temporary
+    step_temp: float  # what the optimizer step allocates beyond its states (by implementation)
 
 
 @dataclass(slots=True)
@@ -74,40 +74,44 @@ def training_stage(
     x = activation_shape(spec, stage, t.micro_batch_size, t.sequence_length, t.sequence_length, d, fp16_cuda)
     params = _trainable(w, spec, stage, layer_p, emb_p, head_p, total_params, d)
     states = _model_states(w, spec, stage, params.trainable)
-    a = _activations(w, spec, stage, x, states)
+    compiled = _compiled(w, spec, stage)
+    a = _activations(w, spec, stage, x, states, compiled)
+    eager = _activations(w, spec, stage, x, states, False) if compiled else a
     weights, optimizer, batch = params.weights, states.optimizer, a.batch
 
     out = StagePhases(stage.name)
     out.fixed["workspace"] = _workspace(w, spec, stage, layer_p, params.trainable, states, x)
 
-    def band(v: float) -> Range:
-        return Range.spread(v, lo, hi)
+    def band(field: str) -> Range:
+        # under torch.compile the eager layers' figure is the high end
+        v, v_eager = getattr(a, field), getattr(eager, field)
+        return Range(min(int(v * lo), int(v)), int(v), max(int(v_eager * hi), int(v)))
 
-    out.phases["forward"] = {"weights": weights, "optimizer_state": optimizer, "activations": band(a.forward) + batch}
+    out.phases["forward"] = {"weights": weights, "optimizer_state": optimizer, "activations": band("forward") + batch}
     out.phases["backward"] = {
         "weights": weights,
         "optimizer_state": optimizer,
         # measured (CPU profiler): the backward peak is at log_softmax backward, before any
         # parameter gradient exists; the LM head gradient arrives after the loss buffers are freed
-        "activations": band(a.backward_start) + batch,
+        "activations": band("backward_start") + batch,
         "gradients": ZERO,
     }
     out.phases["backward_head"] = {
         "weights": weights,
         "optimizer_state": optimizer,
-        "activations": band(a.backward_head) + batch,
+        "activations": band("backward_head") + batch,
         "gradients": Range.exact(a.head_grad),
     }
     out.phases["backward_first_layer"] = {
         "weights": weights,
         "optimizer_state": optimizer,
-        "activations": band(a.backward_first_layer) + batch,
+        "activations": band("backward_first_layer") + batch,
         "gradients": Range.exact(states.grads.bytes - a.untied_embedding_grad),
     }
     out.phases["backward_end"] = {
         "weights": weights,
         "optimizer_state": optimizer,
-        "activations": band(a.backward_end) + batch,
+        "activations": band("backward_end") + batch,
         "gradients": states.grads + Range.exact(a.embedding_grad_extra),
     }
     out.phases["optimizer_step"] = {
@@ -207,13 +211,47 @@ def _model_states(w: Workload, spec: ModelSpec, stage: parallel.Stage, trainable
     # bound (fused experts / projections, LayerNorm models: up to 184 tensors, 736 B, too many measured)
     optimizer = Range(opt_bytes - step_scalars, opt_bytes, opt_bytes)
     step_temp = (
-        trainable * tr.optimizer_step_transient_per_param(t.optimizer, prec.weights, prec.master_weights) / o_shards
+        tr.optimizer_step_transient(
+            t.optimizer, t.optimizer_impl, prec.weights, prec.master_weights, trainable, _largest_tensor(w, stage)
+        )
+        / o_shards
     )
     return _ModelStates(grad_prec, g_shards, grads_full, grads, per_param_opt, o_shards, optimizer, step_temp)
 
 
+def _largest_tensor(w: Workload, stage: parallel.Stage) -> float:
+    """Elements of the largest trainable parameter tensor on this stage: a LoRA adapter's A or B
+    (rank × the widest projection side), else the vocabulary matrix, a (fused) projection, or a fused
+    experts' tensor (transformers 5.24 modeling_mixtral.py:65 `gate_up_proj` (experts, 2·inter, h))."""
+    assert w.training is not None
+    spec = w.spec
+    x = activation_shape(spec, stage, 1, 1, 1, 1)
+    if w.training.method != "full":
+        return w.training.lora.rank * max(spec.hidden_size, x.q, x.inter)
+    mlp_width = x.inter * (2 if spec.fused_gate_up else 1)
+    if spec.is_moe:
+        expert_inter = math.ceil(spec.expert_intermediate_size / stage.tensor)
+        mlp_width = max(mlp_width, spec.num_experts * expert_inter * (2 if spec.mlp == "gated" else 1))
+    qkv_width = x.q + 2 * x.kv if spec.fused_qkv else x.q
+    vocab = x.vocab * spec.embed_dim if (stage.holds_embedding or stage.holds_head) else 0
+    return max(vocab, mlp_width * spec.hidden_size, qkv_width * spec.hidden_size) if stage.layers else vocab
+
+
+def _compiled(w: Workload, spec: ModelSpec, stage: parallel.Stage) -> bool:
+    """torch.compile's saved set replaces the eager layers' where it is modelled (not with selective
+    recomputation or sequence parallelism)."""
+    assert w.training is not None
+    t = w.training
+    return (
+        w.runtime.compile
+        and act.compile_modelled(spec, w.runtime.attention, t.method)
+        and t.activation_checkpointing != "selective"
+        and not stage.sequence_parallel
+    )
+
+
 def _forward_saved(
-    w: Workload, spec: ModelSpec, stage: parallel.Stage, x: act.Shape
+    w: Workload, spec: ModelSpec, stage: parallel.Stage, x: act.Shape, compiled: bool
 ) -> tuple[float, float, float, float, float]:
     """What the forward keeps: (saved by the layers, embedding output, model-level tensors, model-level
     tensors still alive in backward, one sliding layer's saved mask copy)."""
@@ -225,6 +263,8 @@ def _forward_saved(
     per_layer = profiles.workload_profile(w).training_layer_saved(
         spec, x, attention, not gqa_sdpa, mode, sp_t, _kept(w, x)
     )
+    if compiled and mode == "none":
+        per_layer = act.compiled_saved_per_layer(spec, x)
     saved_layers = per_layer * stage.layers * stage.in_flight_microbatches
     # masks: eager additive masks (two with a sliding mapping), or an SDPA sliding bool mask; every
     # sliding SDPA layer saves its converted (additive, dtype d) copy of the bool mask for backward
@@ -239,12 +279,14 @@ def _forward_saved(
     # saves the sum with the position embeddings, so there it is a separate tensor that lives only
     # through the forward. With full checkpointing it is layer 0's checkpoint input.
     embed_saved_by_norm = (spec.norm == "rms" and d >= 4) or (spec.norm == "layer" and not spec.learned_positions)
-    embed_out = x.tokens * x.h * d if (mode != "full" and not embed_saved_by_norm) else 0
+    # under torch.compile layer 0's norm saves it in the compute dtype (in `saved_layers`)
+    embed_out = x.tokens * x.h * d if (mode != "full" and not embed_saved_by_norm and not compiled) else 0
     # training forward: position_ids = cache_position.unsqueeze(0), so cos/sin (or the learned position
     # embeddings) have batch 1 (modeling_llama.LlamaModel.forward); the rope muls save cos and sin,
     # so they stay alive into backward
     positions = act.rope_tables_bytes(spec, s, d)
-    kept_positions = 0 if spec.learned_positions else positions
+    # compiled: cos/sin are recomputed in backward from inv_freq, not saved
+    kept_positions = 0 if (spec.learned_positions or compiled) else positions
     model_level = positions + s * 8 + mask + act.unread_masks(spec, x, attention, s, batch_broadcast=True)
     # with full checkpointing the masks and cos/sin are inputs of every checkpointed layer, so
     # torch.utils.checkpoint keeps them until that layer's backward
@@ -253,12 +295,14 @@ def _forward_saved(
 
 
 def _activations(
-    w: Workload, spec: ModelSpec, stage: parallel.Stage, x: act.Shape, states: _ModelStates
+    w: Workload, spec: ModelSpec, stage: parallel.Stage, x: act.Shape, states: _ModelStates, compiled: bool
 ) -> _Activations:
     assert w.training is not None
     t, attention = w.training, w.runtime.attention
     d = x.d
-    saved_layers, embed_out, model_level, kept_model_level, sliding_mask_copy = _forward_saved(w, spec, stage, x)
+    saved_layers, embed_out, model_level, kept_model_level, sliding_mask_copy = _forward_saved(
+        w, spec, stage, x, compiled
+    )
     # the batch the training loop holds in every phase: input_ids and labels (int64); labels may be
     # input_ids itself (low), a collator may add an attention_mask (high)
     batch = Range(x.tokens * 8, 2 * x.tokens * 8, 3 * x.tokens * 8)
@@ -266,6 +310,8 @@ def _activations(
     full_ckpt = t.activation_checkpointing == "full"
     kept, profile = _kept(w, x), profiles.workload_profile(w)
     recompute = profile.training_layer_saved(spec, x, attention, not gqa_sdpa, "none", 1, kept) if full_ckpt else 0
+    if full_ckpt and compiled:
+        recompute = act.compiled_saved_per_layer(spec, x)
     if recompute and sliding_mask_copy:
         recompute += sliding_mask_copy
     bwd_transient = act.training_backward_transient(spec, x)
@@ -273,6 +319,8 @@ def _activations(
     if stage.holds_head:
         # a frozen head (LoRA, QLoRA: transformers keeps it out of 4-bit) keeps no input
         final_norm = profile.final_norm_saved(spec, x, output_saved=full, weight_trained=kept.norm_weights)
+        if compiled:  # its input and output in the compute dtype and its rsqrt per row
+            final_norm = 2 * x.tokens * x.h * d + x.tokens * 4
         loss_fwd = profile.loss_peak(x, spec, t.loss_chunks)
         loss_keep = profile.loss_saved(x, spec)
     else:
@@ -363,8 +411,7 @@ def _notes(w: Workload, stage: parallel.Stage, params: _Trainable, states: _Mode
     t, prec = w.training, w.precision
     notes: dict[str, str] = {}
     if states.step_temp:
-        # torch.optim foreach step: e.g. AdamW's _foreach_sqrt(exp_avg_sq) is a parameter-sized temporary
-        notes["workspace"] = f"optimizer step: {t.optimizer} foreach temporary {int(states.step_temp):,} B"
+        notes["workspace"] = f"optimizer step: {t.optimizer} ({t.optimizer_impl}) temporary {int(states.step_temp):,} B"
     grad_note = f"{params.trainable:,} trainable parameters × {nbytes(states.grad_prec):g} B ({states.grad_prec})" + (
         f" / {states.grad_shards} (ZeRO-{stage.zero_stage})" if states.grad_shards > 1 else ""
     )
@@ -386,5 +433,14 @@ def _notes(w: Workload, stage: parallel.Stage, params: _Trainable, states: _Mode
         + ("; logits, fp32 upcast and cross-entropy copies" if stage.holds_head else "")
         + (f" in {t.loss_chunks} chunks" if stage.holds_head and t.loss_chunks > 1 else "")
         + f"; {params.train_note}"
+        + _compile_note(w, stage)
     )
     return notes
+
+
+def _compile_note(w: Workload, stage: parallel.Stage) -> str:
+    if not w.runtime.compile:
+        return ""
+    if _compiled(w, w.spec, stage):
+        return "; torch.compile: the partitioner's saved set (the eager layers' as high)"
+    return "; torch.compile not modelled for these layers (LoRA, MoE, fused or eager-attention layers): eager layers"

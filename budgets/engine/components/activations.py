@@ -400,6 +400,35 @@ def training_saved_per_layer(
     return norms + attn + _mlp_saved(spec, x, kept) + adapters
 
 
+def compiled_saved_per_layer(spec: ModelSpec, x: Shape) -> float:
+    """Bytes one decoder layer keeps for backward under torch.compile (full fine-tuning, SDPA, RMSNorm,
+    dense gated MLP). AOTAutograd's min-cut partition (torch 2.13 torch/_functorch/partitioners.py:3725
+    `min_cut_rematerialization_partition`) recomputes pointwise ops in backward and saves what they
+    cannot be rebuilt from: each norm's input and output (dtype d: no fp32 copies) and its rsqrt per
+    row (fp32), SDPA's roped q, k, v, output and logsumexp, and the gate and up outputs and the down
+    input; no SiLU intermediates, no rope or fp32 norm copies. Read from the forward graph's saved
+    outputs (TORCH_LOGS=aot_graphs) of a 1-layer transformers 5.24 Llama and measured to the byte on
+    torch 2.13 CPU (2 layers, h 256, 256 tokens: fp32 8,174,720 B saved, bf16 4,224,000 B held after
+    forward; benchmarks/gpu_published/HOLDOUT.md)."""
+    tok = x.tokens
+    norms = 2 * (2 * tok * x.h * x.d + tok * 4)
+    attention = tok * (2 * x.q + 2 * x.kv) * x.d + x.b * x.heads * x.s * 4
+    return norms + attention + 3 * tok * x.inter * x.d
+
+
+def compile_modelled(spec: ModelSpec, attention: str, method: str) -> bool:
+    """Whether `compiled_saved_per_layer` covers the layer: the structure it was measured on."""
+    return (
+        method == "full"
+        and attention != "eager"
+        and spec.norm == "rms"
+        and spec.mlp == "gated"
+        and not spec.is_moe
+        and spec.norms_per_layer == 2
+        and not (spec.qk_norm or spec.fused_qkv or spec.fused_gate_up or spec.parallel_residual)
+    )
+
+
 def training_backward_transient(spec: ModelSpec, x: Shape) -> float:
     """Gradients flowing through one layer's MLP in backward (grad of act*up, act, up, gate)."""
     tok = x.tokens

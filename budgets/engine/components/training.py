@@ -41,13 +41,21 @@ def adam_step_tensors_bytes(optimizer: str, param_tensors: int) -> int:
     return 4 * param_tensors if optimizer in ("adamw",) else 0
 
 
-def optimizer_step_transient_per_param(optimizer: str, weights: str, master: str | None) -> float:
-    """foreach=True AdamW allocates exp_avg_sq.sqrt() for all parameters in one go (state dtype)."""
-    if optimizer == "adamw":
-        return nbytes(master or weights if (master or weights) in ("fp32", "bf16", "fp16") else "fp32")
+def optimizer_step_transient(
+    optimizer: str, impl: str, weights: str, master: str | None, trainable: float, largest_tensor: float
+) -> float:
+    """Bytes the optimizer step allocates beyond its states, in the state dtype (torch 2.13
+    torch/optim/adam.py). AdamW: foreach `_foreach_sqrt(exp_avg_sqs)` (:790) is parameter-sized; fused
+    `_fused_adamw_` (:877) allocates nothing; the for-loop step's `exp_avg_sq.sqrt() / bias_correction2_sqrt`
+    (:544) holds two copies of one tensor at a time, the largest. Measured on torch 2.13 CPU with the
+    profiler (tests/engine/test_training_mechanisms.py). Lion: a parameter-sized temporary."""
+    state_dtype = master or weights
+    sb = nbytes(state_dtype if state_dtype in ("fp32", "bf16", "fp16") else "fp32")
     if optimizer == "lion":
-        return nbytes(master or weights if (master or weights) in ("fp32", "bf16", "fp16") else "fp32")
-    return 0.0
+        return trainable * sb
+    if optimizer != "adamw" or impl == "fused":
+        return 0.0
+    return trainable * sb if impl == "foreach" else 2 * largest_tensor * sb
 
 
 def lora_parameters(spec_h: int, q: int, kv: int, inter: int, layers: int, rank: int, targets: list[str]) -> int:
