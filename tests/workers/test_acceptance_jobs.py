@@ -139,8 +139,10 @@ def test_a_worker_killed_mid_job_leaves_the_job_to_the_nodes_next_worker(start_w
 
 def test_a_job_whose_attempts_are_used_up_ends_interrupted(start_worker, api) -> None:  # type: ignore[no-untyped-def]
     worker, order, job_id = _slow_job(start_worker, api)
-    AcceptanceJob.objects.filter(pk=job_id).update(max_attempts=1)
     _wait_job(api, job_id, {"running"}, worker=worker)
+    # lowered once the job runs: an UPDATE racing the worker's claim would hold the row lock the claim skips
+    # (skip_locked), and the unclaimed message would wait for the reaper's re-send
+    AcceptanceJob.objects.filter(pk=job_id).update(max_attempts=1)
     worker.kill()
 
     assert services.acceptance_jobs_reap(stale_s=0)["interrupted"] == 1
