@@ -302,10 +302,12 @@ def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, 
             )
         )
         out.append(f"model states: {conv}; optimizer {w.training.optimizer}")
-        out.append(
-            "gradients are freed by zero_grad(set_to_none=True) between steps;"
-            " foreach optimizers allocate a parameter-sized buffer in the step"
-        )
+        step_buffer = {
+            "foreach": "the foreach step allocates a parameter-sized buffer",
+            "fused": "the fused step allocates no parameter-sized buffer",
+            "for_loop": "the for-loop step allocates buffers the size of the largest parameter",
+        }[w.training.optimizer_impl]
+        out.append(f"gradients are freed by zero_grad(set_to_none=True) between steps; {step_buffer}")
         if w.parallelism.pipeline > 1:
             out.append(f"pipeline 1F1B: the {stage_name} stage is the busiest")
     elif w.inference is not None:
