@@ -3,7 +3,7 @@
     python -m benchmarks.speed.estimate_speed [--repeat N]
 
 Prints, per workload and overall, the median and p90 time of `estimate()` on an already validated
-workload, and of validation + estimate from the JSON dict. Target: median estimate ≤ 0.2 ms.
+workload, and of validation + estimate from the JSON dict. Target: median estimate ≤ 0.1 ms (issue 7).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO))
 
 from budgets.engine import Workload, estimate  # noqa: E402
 
-TARGET_MEDIAN_MS = 0.2
+TARGET_MEDIAN_MS = 0.1
 
 
 def _times(fn, repeat: int) -> list[float]:

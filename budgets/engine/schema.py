@@ -125,8 +125,11 @@ class ModelRef(_Section):
 
     @property
     def spec(self) -> ModelSpec:
-        assert self._spec is not None
-        return self._spec
+        # read from pydantic's private storage directly: `self._spec` goes through BaseModel.__getattr__
+        # (~3 µs a call, and the engine asks for the spec several times per estimate)
+        spec = self.__pydantic_private__["_spec"]
+        assert spec is not None
+        return spec
 
 
 def _check_spec_bounds(spec: ModelSpec) -> None:
