@@ -232,12 +232,16 @@ def _serving_failures(pb: PlanBudget) -> list[Reason]:
     if serving is None or serving.starts is None:
         return []
     if not serving.starts:
+        # nothing left for the pool: the rest of the device overflows (its largest part); else the pool is short
+        empty = (serving.available_kv_bytes or 0) <= 0
+        rest = [c for c in pb.budget.per_device.components if c.name != "kv_cache"]
+        component = max(rest, key=lambda c: c.bytes).name if empty else "kv_cache"
         return [
             Reason(
                 "vllm",
                 serving.reason or "vLLM will not start",
                 "more memory per device (a plan over more devices), lower-precision weights or a shorter max_model_len",
-                "kv_cache",
+                component,
                 serving.shortfall_bytes,
             )
         ]
@@ -324,7 +328,11 @@ def assess_plan(
     """One plan judged; its latency is estimated only when its memory fits (else it cannot run anyway)."""
     need = apply_correction(pb.need_bytes, corrections.memory)
     need_bytes = int(need.value)
-    failures = _serving_failures(pb) + _device_failures(pb, need_bytes, usable) + _host_failures(pb, view)
+    failures = _serving_failures(pb)
+    # a pool shortfall already says by how much the device is short; the need would repeat it
+    if not any(r.rule == "memory" for r in failures):
+        failures += _device_failures(pb, need_bytes, usable)
+    failures += _host_failures(pb, view)
     latency = None if failures else plan_latency(workload, view, pb, corrections.latency)
     failures += _latency_failures(latency)
     margin = margin_for(workload, pb, need_bytes, usable, corrections.memory)
