@@ -6,7 +6,12 @@ The views come from the committed catalog fixtures (``fixtures/catalog``), witho
 facts and usable memory ``catalog.selectors`` gives (the catalog's rules: ``catalog.usable``,
 ``catalog.compat``). The synthetic catalog repeats the real configurations with other prices, drivers
 and device counts. Each run is a fresh ``recommend()`` call, plan search included: its budget cache lives
-for one call, so every run pays for the engine again.
+for one call, so every run pays for the engine again (only the compatibility verdicts, pure functions
+of the workload's requirements and a configuration's facts, are remembered across calls: "first" is
+the run that filled that cache). Two figures per catalog: every entry with its suggested settings
+(``top=None``; the nearest changes for every configuration that does not fit are most of the time), and
+the first ``--top`` entries (what an API page asks for: settings are computed after ranking, for the
+entries returned only).
 
 Targets (issue 8, item 11): full catalog ≤ 50 ms median; 10,000 configurations ≤ 1 s median.
 """
@@ -140,31 +145,42 @@ def synthetic_views(count: int, seed: int = 8) -> list[ConfigurationView]:
     return out
 
 
-def _median_ms(workload: Workload, views: list[ConfigurationView], repeat: int) -> float:
+def _times_ms(workload: Workload, views: list[ConfigurationView], repeat: int, top: int | None) -> list[float]:
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        recommend(workload, views)
+        recommend(workload, views, top=top)
         times.append((time.perf_counter() - start) * 1000.0)
-    return statistics.median(times)
+    return times
+
+
+def _line(label: str, times: list[float], target: float) -> str:
+    median = statistics.median(times)
+    status = "within" if median <= target else "OUTSIDE"
+    return f"  {label:<38} median {median:8.1f} ms, first {times[0]:8.1f} ms  ({status} target ≤ {target:g} ms)"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=21)
     parser.add_argument("--synthetic", type=int, default=10_000)
+    parser.add_argument("--top", type=int, default=10, help="the ranked list an API page shows")
     args = parser.parse_args(argv)
     workload = Workload.model_validate(WORKLOAD)
-    catalog = fixture_views()
     synthetic = synthetic_views(args.synthetic)
-    catalog_ms = _median_ms(workload, catalog, args.repeat)
-    synthetic_ms = _median_ms(workload, synthetic, max(3, args.repeat // 4))
-    ok = catalog_ms <= TARGET_CATALOG_MS and synthetic_ms <= TARGET_SYNTHETIC_MS
-    print(f"recommend, full catalog ({len(catalog)} configurations): median {catalog_ms:.1f} ms "
-          f"(target ≤ {TARGET_CATALOG_MS:g} ms)")  # fmt: skip
-    print(f"recommend, synthetic catalog ({len(synthetic)} configurations): median {synthetic_ms:.1f} ms "
-          f"(target ≤ {TARGET_SYNTHETIC_MS:g} ms)")  # fmt: skip
-    print("within targets" if ok else "OUTSIDE TARGETS")
+    catalogs = [
+        ("full catalog", fixture_views(), TARGET_CATALOG_MS, args.repeat),
+        ("synthetic catalog", synthetic, TARGET_SYNTHETIC_MS, max(3, args.repeat // 4)),
+    ]
+    ok = True
+    for name, views, target, repeat in catalogs:
+        every = _times_ms(workload, views, repeat, None)
+        top = _times_ms(workload, views, repeat, args.top)
+        ok = ok and statistics.median(every) <= target
+        print(f"recommend, {name} ({len(views)} configurations), plan search included:")
+        print(_line("every entry with its settings", every, target))
+        print(_line(f"top {args.top} with their settings", top, target))
+    print("within targets" if ok else "OUTSIDE TARGETS (every entry with its settings)")
     return 0 if ok else 1
 
 

@@ -30,7 +30,18 @@ from measurements.calibration import (
 from .plans import ConfigurationView, Plan
 from .ranking import rank_key
 from .settings import Variants, suggested_settings
-from .verdicts import Corrections, LatencyFigures, Margin, Outcome, Reason, Verdict, judge, memory_view, usable_for
+from .verdicts import (
+    Corrections,
+    LatencyFigures,
+    Margin,
+    Outcome,
+    Reason,
+    Verdict,
+    facts_key,
+    judge,
+    memory_view,
+    usable_for,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +213,7 @@ class _Recommender:
         """The entry with its suggested settings (once per configuration shape, calibration and facts)."""
         view, outcome, corrections = judged.view, judged.outcome, judged.corrections
         settings = self.variants.base.memo(
-            ("settings", view.shape(), corrections, view.facts),
+            ("settings", view.shape(), corrections, facts_key(view.facts)),
             lambda: suggested_settings(self.workload, view, outcome, self.variants, corrections),
         )
         return replace(judged.entry, suggested_settings=dict(settings))

@@ -26,7 +26,7 @@ from budgets.engine.schema import MAX_TOKENS
 from catalog import compat
 
 from .plans import ConfigurationView, Evaluator, PlanBudget
-from .verdicts import Corrections, Outcome, PlanAssessment, Verdict, assess_plan, choose_plan, compat_failures
+from .verdicts import Corrections, Outcome, PlanAssessment, Verdict, assess_plan, checked, choose_plan
 
 FP8 = "fp8"
 #: Fewer sessions or a shorter context are searched in sixteenths of the asked figure: a suggestion needs
@@ -230,7 +230,7 @@ def _fp8_kv(search: _Search, workload: Workload) -> list[Change]:
     if workload.task != "inference" or workload.precision.kv_cache == FP8:
         return []
     variant = _with(workload, "precision", kv_cache=FP8)
-    if compat_failures(compat.Requirements.from_workload(variant), search.view.facts):
+    if checked(search.variants.base, compat.Requirements.from_workload(variant), search.view.facts):
         return []
     outcome = search.outcome(("kv_cache", FP8), lambda w: variant)
     if outcome.verdict != Verdict.FITS:

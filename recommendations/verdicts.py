@@ -404,11 +404,33 @@ def compat_failures(requirements: compat.Requirements, facts: compat.Facts) -> t
     return tuple(compat.check_configuration(requirements, facts))
 
 
+def facts_key(facts: compat.Facts) -> tuple[object, ...]:
+    """The facts by value, the catalog-wide toolkit and wheel tables by identity: cheap to hash (the tables
+    are long) and exact while the views holding the tables are alive, that is within one evaluator's life."""
+    return (
+        facts.label,
+        facts.vendor,
+        facts.compute_capability,
+        facts.gfx_target,
+        facts.native_precisions,
+        facts.driver_version,
+        facts.host_cpu_architecture,
+        id(facts.toolkits),
+        id(facts.wheels),
+    )
+
+
+def checked(evaluator: Evaluator, requirements: compat.Requirements, facts: compat.Facts) -> tuple[compat.Reason, ...]:
+    """``compat_failures``, looked up once per distinct facts within the evaluator's life."""
+    key = ("compat", requirements, facts_key(facts))
+    return evaluator.memo(key, lambda: compat_failures(requirements, facts))
+
+
 def judge(
     view: ConfigurationView, evaluator: Evaluator, corrections: Corrections, requirements: compat.Requirements
 ) -> Outcome:
     """``unsupported`` when a compatibility rule fails; otherwise the plan search's verdict."""
-    failed = compat_failures(requirements, view.facts)
+    failed = checked(evaluator, requirements, view.facts)
     if failed:
         return Outcome(Verdict.UNSUPPORTED, None, compat_reasons(failed))
     return choose_plan(view, evaluator, corrections)
