@@ -10,9 +10,9 @@ Plans (:func:`candidate_plans`):
   inside the NVLink domain (t ≤ ``nvlink_domain_size``: the all-reduces of every layer need the links);
   **pipeline parallel** p (p ≤ layers) only beyond that: stages of the widest tensor degree the domain
   allows, crossing domains (a stage passes one activation per step; Narayanan et al. 2021, "Efficient
-  Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", §3.3: "tensor model parallelism
-  should generally be used up to degree g when using g-GPU servers, and then pipeline model parallelism
-  can be used to scale up to larger models across servers");
+  Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", arXiv:2104.04473, Takeaway #1:
+  "tensor model parallelism should generally be used up to degree g when using g-GPU servers, and then
+  pipeline model parallelism can be used to scale up to larger models across servers");
 - a replica of t × p devices is repeated over the rest of the node: for serving, r = ⌊devices / (t·p)⌋
   replicas (at most one per session) divide the concurrent sessions, each serving ⌈sessions / r⌉;
   for training the replicas are the data-parallel degree d, over which ZeRO stages 1–3 shard the model
@@ -20,10 +20,11 @@ Plans (:func:`candidate_plans`):
   after the workload's own setting;
 - a custom task, or a ``cpu`` workload, has one plan: one device.
 
-Cost order (the first plan that fits wins): fewest devices per replica (t·p), then no pipeline (a
-pipeline adds a bubble per step, tensor parallel does not), then, for training, the lowest ZeRO stage
-(less communication) and recomputation last (it repeats the forward pass). More replicas never cost more
-memory per device, so every plan fills the node with them.
+Cost order (the first plan that fits wins): fewest devices per replica (t·p; more replicas on the same
+node), then no pipeline (a pipeline adds a bubble per step, tensor parallel does not); for training,
+within one (t, p), ZeRO stages 0 to 3 without recomputation (higher stages communicate more), then the
+same with recomputation (it repeats the forward pass). More replicas never cost more memory per device,
+so every plan fills the node with them.
 """
 
 from __future__ import annotations
