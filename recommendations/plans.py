@@ -1,0 +1,269 @@
+"""Parallel plans for one workload on one configuration, cheapest first, each budgeted by the engine. Pure.
+
+A configuration is seen through a :class:`ConfigurationView` (built from the catalog by
+``recommendations.views_data``; tests build them by hand). Its devices are never pooled: every plan is
+budgeted per device, with the engine given one device's usable memory.
+
+Plans (:func:`candidate_plans`):
+
+- one device; else **tensor parallel** t over a divisor of both the attention heads and the KV heads,
+  inside the NVLink domain (t ≤ ``nvlink_domain_size``: the all-reduces of every layer need the links);
+  **pipeline parallel** p (p ≤ layers) only beyond that: stages of the widest tensor degree the domain
+  allows, crossing domains (a stage passes one activation per step; Narayanan et al. 2021, "Efficient
+  Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", arXiv:2104.04473, Takeaway #1:
+  "tensor model parallelism should generally be used up to degree g when using g-GPU servers, and then
+  pipeline model parallelism can be used to scale up to larger models across servers");
+- a replica of t × p devices is repeated over the rest of the node: for serving, r = ⌊devices / (t·p)⌋
+  replicas (at most one per session) divide the concurrent sessions, each serving ⌈sessions / r⌉;
+  for training the replicas are the data-parallel degree d, over which ZeRO stages 1–3 shard the model
+  states (FSDP full sharding is stage 3), and recomputation (``activation_checkpointing: full``) is tried
+  after the workload's own setting;
+- a custom task, or a ``cpu`` workload, has one plan: one device.
+
+Cost order (the first plan that fits wins): fewest devices per replica (t·p; more replicas on the same
+node), then no pipeline (a pipeline adds a bubble per step, tensor parallel does not); for training,
+within one (t, p), ZeRO stages 0 to 3 without recomputation (higher stages communicate more), then the
+same with recomputation (it repeats the forward pass). More replicas never cost more memory per device,
+so every plan fills the node with them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from budgets.engine import Budget, Workload, estimate
+from catalog.compat import Facts
+
+RECOMPUTE_FULL = "full"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigurationView:
+    """What the recommender needs of one catalog configuration (plain values; no ORM rows)."""
+
+    slug: str
+    name: str
+    device_count: int  # devices in the node
+    nvlink_domain_size: int  # devices joined by NVLink/NVSwitch (1 = none)
+    usable_bytes: int  # per device, bytes (host RAM for a CPU-only configuration)
+    usable_basis: str  # "verified" | "observed" | "derived" | "marketed" | "host_ram" (catalog.usable)
+    usable_source: str  # where the usable figure comes from, for a person
+    facts: Facts  # what catalog.compat checks
+    architecture: str  # architecture slug, "cpu:<host architecture>" for CPU-only (calibration groups)
+    id: int | None = None  # catalog primary key
+    accelerator_name: str | None = None  # "NVIDIA H100 SXM5 80GB"; None for CPU-only (the engine's device_name)
+    driver_version: str = ""
+    memory_bandwidth_gbps: float | None = None  # decimal GB/s, peak
+    dense_tflops: Mapping[str, float | None] = field(default_factory=dict)  # the catalog's dense_tflops
+    nvlink_bandwidth_gbps: float | None = None  # bidirectional total, as NVIDIA quotes it
+    hourly_price_usd: float | None = None
+    host_ram_bytes: int | None = None  # per node, bytes
+    disk_bytes: int | None = None  # per node, bytes
+    max_devices_per_node: int = 8  # the accelerator's limit (for "more devices" suggestions)
+
+    def shape(self) -> tuple[Any, ...]:
+        """Everything the plan search reads: configurations equal in these get the same plans and verdicts
+        (they differ in slug, driver, price or facts, which the compatibility rules and the cost read)."""
+        return (
+            self.usable_bytes,
+            self.accelerator_name,
+            self.device_count,
+            self.nvlink_domain_size,
+            self.host_ram_bytes,
+            self.disk_bytes,
+            self.memory_bandwidth_gbps,
+            tuple(sorted(self.dense_tflops.items())),
+            self.nvlink_bandwidth_gbps,
+            self.max_devices_per_node,
+        )
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "slug": self.slug,
+            "accelerator_name": self.accelerator_name,
+            "device_count": self.device_count,
+            "driver_version": self.driver_version,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    tensor: int
+    pipeline: int
+    replicas: int  # serving replicas, or the training data-parallel degree
+    zero_stage: int = 0
+    recompute: str | None = None  # activation_checkpointing the plan sets (training); None = the workload's
+
+    @property
+    def devices_per_replica(self) -> int:
+        return self.tensor * self.pipeline
+
+    @property
+    def devices(self) -> int:
+        return self.devices_per_replica * self.replicas
+
+    def label(self) -> str:
+        parts = [f"TP{self.tensor}"] if self.tensor > 1 else []
+        parts += [f"PP{self.pipeline}"] if self.pipeline > 1 else []
+        shape = " × ".join(parts) or "1 device"
+        text = shape + (f", {self.replicas} replicas" if self.replicas > 1 else "")
+        text += f", ZeRO-{self.zero_stage}" if self.zero_stage else ""
+        return text + (f", recomputation {self.recompute}" if self.recompute else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tensor": self.tensor,
+            "pipeline": self.pipeline,
+            "replicas": self.replicas,
+            "zero_stage": self.zero_stage,
+            "activation_checkpointing": self.recompute,
+            "devices": self.devices,
+            "label": self.label(),
+        }
+
+
+def _tensor_degrees(workload: Workload, domain: int) -> list[int]:
+    spec = workload.spec
+    heads, kv_heads = spec.num_attention_heads, spec.num_kv_heads
+    return [t for t in range(1, domain + 1) if heads % t == 0 and kv_heads % t == 0]
+
+
+def _shapes(workload: Workload, view: ConfigurationView) -> list[tuple[int, int]]:
+    """(tensor, pipeline) pairs that fit in the node, cheapest first.
+
+    Tensor parallel first, as far as the NVLink domain allows; pipeline stages only beyond it, each
+    stage at that largest tensor degree (Megatron-LM's rule: tensor parallel within a node's links,
+    pipeline across them).
+    """
+    degrees = _tensor_degrees(workload, view.nvlink_domain_size)
+    widest = degrees[-1]
+    stages = range(2, min(view.device_count // widest, workload.spec.num_layers) + 1)
+    shapes = [(t, 1) for t in degrees] + [(widest, p) for p in stages]
+    return sorted(shapes, key=lambda tp: (tp[0] * tp[1], tp[1]))
+
+
+def candidate_plans(workload: Workload, view: ConfigurationView) -> list[Plan]:
+    """Every plan the configuration allows, in cost order (module docstring)."""
+    if workload.task == "custom" or workload.runtime.device == "cpu":
+        return [Plan(1, 1, 1)]
+    plans: list[Plan] = []
+    for t, p in _shapes(workload, view):
+        replicas = view.device_count // (t * p)
+        if workload.task == "inference":
+            assert workload.inference is not None
+            plans.append(Plan(t, p, min(replicas, workload.inference.concurrent_sessions)))
+        else:
+            plans.extend(_training_plans(workload, t, p, replicas))
+    return plans
+
+
+def _training_plans(workload: Workload, tensor: int, pipeline: int, data: int) -> list[Plan]:
+    assert workload.training is not None
+    own = workload.training.activation_checkpointing
+    recomputes = [None] if own == RECOMPUTE_FULL else [None, RECOMPUTE_FULL]
+    stages = range(4) if data > 1 else [0]  # ZeRO over one replica shards nothing
+    return [Plan(tensor, pipeline, data, zero, recompute) for recompute in recomputes for zero in stages]
+
+
+def plan_workload(workload: Workload, plan: Plan) -> Workload:
+    """The workload as one replica of ``plan`` runs it: its parallelism, its share of the sessions."""
+    update: dict[str, Any] = {}
+    if workload.task != "custom":
+        data = plan.replicas if workload.task == "training" else 1
+        update["parallelism"] = workload.parallelism.model_copy(
+            update={
+                "tensor": plan.tensor,
+                "pipeline": plan.pipeline,
+                "data": data,
+                "zero_stage": plan.zero_stage,
+                "sequence_parallel": False,
+            }
+        )
+    if workload.inference is not None and workload.task == "inference":
+        sessions = math.ceil(workload.inference.concurrent_sessions / plan.replicas)
+        update["inference"] = workload.inference.model_copy(update={"concurrent_sessions": sessions})
+    if workload.training is not None and plan.recompute is not None:
+        update["training"] = workload.training.model_copy(update={"activation_checkpointing": plan.recompute})
+    return workload.model_copy(update=update)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanBudget:
+    """The engine's budget of one plan on one device type, and what of it must fit."""
+
+    plan: Plan
+    workload: Workload  # as one replica runs it (plan_workload)
+    budget: Budget
+    need_bytes: int  # expected bytes the workload needs per device (vLLM: what it needs of its pool share)
+    uncertainty_bytes: int  # the budget's high − expected, bytes
+    utilization_bytes: int | None  # vLLM: gpu_memory_utilization × usable, bytes; None for other engines
+
+
+def _vllm_share(workload: Workload, usable_bytes: int) -> int | None:
+    inference = workload.inference
+    if workload.task != "inference" or inference is None or inference.engine != "vllm":
+        return None
+    return int(usable_bytes * (inference.gpu_memory_utilization or 0.9))
+
+
+def need_bytes(budget: Budget, share: int | None) -> int:
+    """Per-device bytes the workload needs.
+
+    vLLM preallocates its pool to ``gpu_memory_utilization`` × T whatever the workload, so its device
+    total says nothing about the workload; what it needs is the non-KV part of its share (u·T − the KV it
+    could give) plus the KV the workload's sessions fill: weights + profile-run peak + non-torch + graphs
+    + needed KV, the same figure acceptance judges a vLLM run by (``measurements.acceptance.vllm_need``).
+    Other engines need their peak.
+    """
+    serving = budget.serving
+    if share is None or serving is None or serving.available_kv_bytes is None:
+        return budget.per_device.total_bytes
+    return share - serving.available_kv_bytes + serving.kv_bytes_needed
+
+
+class Evaluator:
+    """Budgets of one workload under plans, cached per (usable bytes, device name, plan).
+
+    Many configurations share an accelerator (they differ in device count, driver or price), so a
+    catalog-wide recommendation asks the engine once per distinct (device, plan), and judges each
+    distinct configuration shape once (``memo``). The caches live as long as the evaluator: one
+    ``recommend()`` call.
+    """
+
+    def __init__(self, workload: Workload) -> None:
+        self.workload = workload
+        self._cache: dict[tuple[int, str | None, Plan], PlanBudget] = {}
+        self._memo: dict[tuple[Any, ...], Any] = {}
+
+    def memo(self, key: tuple[Any, ...], compute: Callable[[], T]) -> T:
+        """A result derived from this workload's budgets (a verdict per configuration shape, its settings),
+        computed once per ``key``."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def evaluate(self, plan: Plan, usable_bytes: int, device_name: str | None) -> PlanBudget:
+        key = (usable_bytes, device_name, plan)
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = self._budget(plan, usable_bytes, device_name)
+        return found
+
+    def _budget(self, plan: Plan, usable_bytes: int, device_name: str | None) -> PlanBudget:
+        workload = plan_workload(self.workload, plan)
+        budget = estimate(workload, device_memory_bytes=usable_bytes, device_name=device_name)
+        share = _vllm_share(workload, usable_bytes)
+        per_device = budget.per_device
+        return PlanBudget(
+            plan=plan,
+            workload=workload,
+            budget=budget,
+            need_bytes=need_bytes(budget, share),
+            uncertainty_bytes=per_device.total_high_bytes - per_device.total_bytes,
+            utilization_bytes=share,
+        )

@@ -1,0 +1,49 @@
+"""The order of recommendations. Pure.
+
+1. feasible first: ``fits``, then ``tight``, then ``does_not_fit``, then ``unsupported``;
+2. better evidence first (measured here > measured on the architecture > estimate only);
+3. cheaper first: by price per million output tokens where the plan's throughput is known, else by price
+   per hour; configurations without a price after those with one;
+4. fewer devices in the configuration;
+5. less wasted memory: usable memory of every device in the configuration less what the plan needs;
+6. the configuration's slug, so that equal entries keep one stable order.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .verdicts import Verdict
+
+if TYPE_CHECKING:
+    from .recommend import Entry
+
+VERDICT_ORDER = {Verdict.FITS: 0, Verdict.TIGHT: 1, Verdict.DOES_NOT_FIT: 2, Verdict.UNSUPPORTED: 3}
+
+
+def _cost_key(entry: Entry) -> tuple[int, float]:
+    cost = entry.cost
+    if cost is None:
+        return (2, 0.0)
+    if cost.usd_per_million_output_tokens is not None:
+        return (0, cost.usd_per_million_output_tokens)
+    return (1, cost.usd_per_hour)
+
+
+def wasted_bytes(entry: Entry) -> int:
+    """Usable bytes of the configuration's devices that the plan leaves unneeded (0 without a plan)."""
+    if entry.plan is None or entry.per_device_bytes is None:
+        return 0
+    bought = entry.usable_bytes * int(entry.configuration["device_count"])
+    return bought - entry.plan.devices * entry.per_device_bytes
+
+
+def rank_key(entry: Entry) -> tuple[object, ...]:
+    return (
+        VERDICT_ORDER[entry.verdict],
+        -entry.evidence.level,
+        _cost_key(entry),
+        entry.configuration["device_count"],
+        wasted_bytes(entry),
+        entry.configuration["slug"],
+    )

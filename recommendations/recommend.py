@@ -1,0 +1,236 @@
+"""``recommend(workload, views, calibration=None, top=None) -> list[Entry]``: every configuration judged,
+ranked, each entry saying why and on what evidence. Pure: no Django (views come from
+``recommendations.views_data`` or are built by hand).
+
+Per configuration: the compatibility rules (``unsupported`` with their reasons), the plan search and
+verdict (``verdicts``), the suggested settings (``settings``), the evidence (``measurements.calibration``:
+measured here > measured on the architecture > estimate only, and the correction applied to the need and
+the latency), the roofline latency and the cost. Then ``ranking``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from budgets.engine import Budget, Workload
+from catalog import compat
+from measurements.calibration import (
+    LATENCY_VIEW,
+    CalibrationRecord,
+    Correction,
+    EvidenceLevel,
+    GroupKey,
+    WorkloadSummary,
+    build_calibration,
+    pick_evidence,
+)
+
+from .plans import ConfigurationView, Plan
+from .ranking import rank_key
+from .settings import Variants, suggested_settings
+from .verdicts import (
+    Corrections,
+    LatencyFigures,
+    Margin,
+    Outcome,
+    Reason,
+    Verdict,
+    facts_key,
+    judge,
+    memory_view,
+    usable_for,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """Acceptance measurements and their corrections, with the summary of the workload being recommended."""
+
+    records: tuple[CalibrationRecord, ...]
+    corrections: Mapping[GroupKey, Correction]
+    workload: WorkloadSummary
+
+    @classmethod
+    def build(cls, records: Iterable[CalibrationRecord], workload: WorkloadSummary) -> Calibration:
+        kept = tuple(records)
+        return cls(kept, build_calibration(kept), workload)
+
+    def corrections_for(self, architecture: str, view: str) -> Corrections:
+        engine, task = self.workload.engine, self.workload.task
+        return Corrections(
+            memory=self.corrections.get((architecture, engine, task, view)),
+            latency=self.corrections.get((architecture, engine, task, LATENCY_VIEW)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceInfo:
+    level: int  # EvidenceLevel: 2 measured here, 1 measured on the architecture, 0 estimate only
+    label: str  # "measured_here" | "measured_architecture" | "estimate_only"
+    sentence: str
+    measurements: tuple[dict[str, Any], ...]  # {"measurement", "order", "job", "configuration", "view"} each
+    correction: str  # how the per-device need was corrected, or why it was not
+    usable_source: str  # where the usable memory figure comes from
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "level": self.label,
+            "sentence": self.sentence,
+            "measurements": list(self.measurements),
+            "correction": self.correction,
+            "usable_source": self.usable_source,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CostFigures:
+    usd_per_hour: float  # the configuration's price
+    usd_per_million_output_tokens: float | None  # at the plan's roofline throughput; None for training
+    output_tokens_per_s: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "usd_per_hour": self.usd_per_hour,
+            "usd_per_million_output_tokens": self.usd_per_million_output_tokens,
+            "output_tokens_per_s": self.output_tokens_per_s,
+            "label": "estimate: catalog price at the roofline throughput",
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    configuration: dict[str, Any]  # id, slug, accelerator_name, device_count, driver_version
+    verdict: Verdict
+    plan: Plan | None  # the chosen plan; the closest one for does_not_fit; None when unsupported
+    per_device_bytes: int | None  # what the plan needs per device (corrected when a calibration applies)
+    usable_bytes: int
+    usable_basis: str
+    headroom_bytes: int | None
+    margin: Margin | None
+    reasons: tuple[Reason, ...]
+    evidence: EvidenceInfo
+    suggested_settings: dict[str, Any]
+    latency: LatencyFigures | None
+    cost: CostFigures | None
+    budget: Budget | None  # the engine's budget under the plan (components for the admin's bar)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "configuration": dict(self.configuration),
+            "verdict": self.verdict.value,
+            "plan": self.plan.as_dict() if self.plan else None,
+            "per_device_bytes": self.per_device_bytes,
+            "usable_bytes": self.usable_bytes,
+            "usable_basis": self.usable_basis,
+            "headroom_bytes": self.headroom_bytes,
+            "margin": self.margin.as_dict() if self.margin else None,
+            "reasons": [r.as_dict() for r in self.reasons],
+            "evidence": self.evidence.as_dict(),
+            "suggested_settings": self.suggested_settings,
+            "latency": self.latency.as_dict() if self.latency else None,
+            "cost": self.cost.as_dict() if self.cost else None,
+        }
+
+
+def _evidence(view: ConfigurationView, calibration: Calibration | None, outcome: Outcome) -> EvidenceInfo:
+    correction = outcome.assessment.need.sentence if outcome.assessment else "Not corrected: no plan was budgeted."
+    if calibration is None:
+        level = EvidenceLevel.ESTIMATE_ONLY
+        sentence = "Estimate only: no calibration given."
+        return EvidenceInfo(level, level.label, sentence, (), correction, view.usable_source)
+    found = pick_evidence(
+        calibration.records, configuration=view.slug, architecture=view.architecture, workload=calibration.workload
+    )
+    measurements = tuple(
+        {
+            "measurement": r.measurement_id,
+            "order": r.order_id,
+            "job": r.job_id,
+            "configuration": r.configuration,
+            "view": r.view,
+        }
+        for r in found.records
+    )
+    return EvidenceInfo(found.level, found.level.label, found.sentence, measurements, correction, view.usable_source)
+
+
+def _cost(view: ConfigurationView, latency: LatencyFigures | None) -> CostFigures | None:
+    if view.hourly_price_usd is None:
+        return None
+    price = float(view.hourly_price_usd)
+    if latency is None or latency.output_tokens_per_s <= 0:
+        return CostFigures(price, None, None)
+    per_million = price / (latency.output_tokens_per_s * 3600) * 1e6
+    return CostFigures(price, per_million, latency.output_tokens_per_s)
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """An entry before its suggested settings, and what they are computed from."""
+
+    entry: Entry
+    view: ConfigurationView
+    outcome: Outcome
+    corrections: Corrections
+
+
+class _Recommender:
+    def __init__(self, workload: Workload, calibration: Calibration | None) -> None:
+        self.workload = workload
+        self.calibration = calibration
+        self.variants = Variants(workload)
+        self.requirements = compat.Requirements.from_workload(workload)
+        self.view_name = memory_view(workload)
+
+    def judge(self, view: ConfigurationView) -> _Judged:
+        calibration = self.calibration
+        corrections = calibration.corrections_for(view.architecture, self.view_name) if calibration else Corrections()
+        outcome = judge(view, self.variants.base, corrections, self.requirements)
+        usable, basis = usable_for(self.workload, view)
+        a = outcome.assessment
+        latency = a.latency if a else None
+        entry = Entry(
+            configuration=view.identity(),
+            verdict=outcome.verdict,
+            plan=a.plan_budget.plan if a else None,
+            per_device_bytes=a.per_device_bytes if a else None,
+            usable_bytes=usable,
+            usable_basis=basis,
+            headroom_bytes=a.headroom_bytes if a else None,
+            margin=a.margin if a else None,
+            reasons=outcome.reasons,
+            evidence=_evidence(view, calibration, outcome),
+            suggested_settings={},
+            latency=latency,
+            cost=_cost(view, latency),
+            budget=a.plan_budget.budget if a else None,
+        )
+        return _Judged(entry, view, outcome, corrections)
+
+    def settled(self, judged: _Judged) -> Entry:
+        """The entry with its suggested settings (once per configuration shape, calibration and facts)."""
+        view, outcome, corrections = judged.view, judged.outcome, judged.corrections
+        settings = self.variants.base.memo(
+            ("settings", view.shape(), corrections, facts_key(view.facts)),
+            lambda: suggested_settings(self.workload, view, outcome, self.variants, corrections),
+        )
+        return replace(judged.entry, suggested_settings=dict(settings))
+
+
+def recommend(
+    workload: Workload,
+    views: Iterable[ConfigurationView],
+    calibration: Calibration | None = None,
+    top: int | None = None,
+) -> list[Entry]:
+    """Every configuration of ``views`` judged for ``workload`` and ranked (``ranking``); the first ``top``.
+
+    Suggested settings (the micro-batch search, the nearest changes that would fit) are the costly part and
+    do not affect the order, so they are computed after ranking, for the entries returned only.
+    """
+    recommender = _Recommender(workload, calibration)
+    judged = sorted((recommender.judge(view) for view in views), key=lambda j: rank_key(j.entry))
+    kept = judged if top is None else judged[:top]
+    return [recommender.settled(j) for j in kept]

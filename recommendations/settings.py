@@ -1,0 +1,291 @@
+"""Suggested settings for a chosen plan, and the nearest changes that would make a workload fit. Pure.
+
+- **vLLM**: the settings the verdict was reached under — ``tensor_parallel_size``, ``pipeline_parallel_size``,
+  replicas, ``gpu_memory_utilization``, ``max_model_len``, ``max_num_seqs``, ``max_num_batched_tokens`` —
+  the KV pool per device (``kv_cache_bytes``, from the budget's ``serving`` block) and the most sessions of
+  the longest request the pool holds, per replica and over the replicas.
+- **training**: the plan's parallelism, ZeRO stage and recomputation, and the largest micro-batch that
+  fits under the plan (an exponential then a binary search; memory grows with the micro-batch).
+- **nothing fits**: the nearest changes that would fit (verdict ``fits``), each with its plan and budget
+  (searched in sixteenths of the asked figure):
+  fewer sessions (a smaller micro-batch for training), an fp8 KV cache (where the device supports fp8),
+  a shorter context (prompt, or training sequence; vLLM's ``max_model_len`` shrinks with it), more devices
+  of the same accelerator (2, 4, 8 … up to a node's limit). Recomputation is not listed: the plan search
+  already tries ``activation_checkpointing: full``, so when nothing fits it did not help.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from budgets.engine import Workload
+from budgets.engine.schema import MAX_TOKENS
+from catalog import compat
+
+from .plans import ConfigurationView, Evaluator, PlanBudget
+from .verdicts import Corrections, Outcome, PlanAssessment, Verdict, assess_plan, checked, choose_plan
+
+FP8 = "fp8"
+#: Fewer sessions or a shorter context are searched in sixteenths of the asked figure: a suggestion needs
+#: no finer grain, and each step is a plan search (a few engine calls per device type).
+STEPS = 16
+
+
+class Variants:
+    """One evaluator per workload variant (a what-if), shared by every configuration of a recommendation."""
+
+    def __init__(self, workload: Workload) -> None:
+        self.workload = workload
+        self._evaluators: dict[tuple[Any, ...], Evaluator] = {(): Evaluator(workload)}
+
+    @property
+    def base(self) -> Evaluator:
+        return self._evaluators[()]
+
+    def get(self, key: tuple[Any, ...], make: Callable[[Workload], Workload]) -> Evaluator:
+        found = self._evaluators.get(key)
+        if found is None:
+            found = self._evaluators[key] = Evaluator(make(self.workload))
+        return found
+
+
+def _with(workload: Workload, section: str, **fields: Any) -> Workload:
+    """``workload`` with ``section``'s ``fields`` replaced (no re-validation: the values are in range)."""
+    part = getattr(workload, section).model_copy(update=fields)
+    return workload.model_copy(update={section: part})
+
+
+def vllm_settings(pb: PlanBudget) -> dict[str, Any]:
+    serving = pb.budget.serving
+    inference = pb.workload.inference
+    assert serving is not None and inference is not None
+    per_replica = serving.max_concurrent_sessions_at_max_request
+    return {
+        "tensor_parallel_size": pb.plan.tensor,
+        "pipeline_parallel_size": pb.plan.pipeline,
+        "replicas": pb.plan.replicas,
+        "gpu_memory_utilization": inference.gpu_memory_utilization,
+        "max_model_len": serving.max_model_len,
+        "max_num_seqs": serving.max_num_seqs,
+        "max_num_batched_tokens": serving.max_num_batched_tokens,
+        "kv_cache_bytes": serving.kv_pool_bytes,
+        "kv_cache_tokens": serving.kv_pool_tokens,
+        "max_concurrency_at_longest_request_per_replica": per_replica,
+        "max_concurrency_at_longest_request": None if per_replica is None else per_replica * pb.plan.replicas,
+    }
+
+
+def _largest(low: int, high: int, passes: Callable[[int], bool]) -> int:
+    """The largest x in [low, high] with passes(x), given passes(low) and a monotone ``passes``."""
+    good, bad = low, high + 1
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        good, bad = (middle, bad) if passes(middle) else (good, middle)
+    return good
+
+
+def largest_micro_batch(
+    a: PlanAssessment, view: ConfigurationView, variants: Variants, corrections: Corrections
+) -> int | None:
+    """The largest micro-batch that fits (with the margin) under the chosen plan; None if even 1 does not."""
+    workload, plan = variants.workload, a.plan_budget.plan
+    assert workload.training is not None
+    cap = MAX_TOKENS // workload.training.sequence_length
+
+    def passes(batch: int) -> bool:
+        evaluator = variants.get(("micro_batch_size", batch), lambda w: _with(w, "training", micro_batch_size=batch))
+        pb = evaluator.evaluate(plan, a.usable_bytes, view.accelerator_name)
+        return assess_plan(evaluator.workload, view, pb, a.usable_bytes, corrections).fits
+
+    if not passes(1):
+        return None
+    low = 1
+    while low * 2 <= cap and passes(low * 2):
+        low *= 2
+    return _largest(low, min(low * 2 - 1, cap), passes)
+
+
+def training_settings(
+    a: PlanAssessment, view: ConfigurationView, variants: Variants, corrections: Corrections
+) -> dict[str, Any]:
+    plan = a.plan_budget.plan
+    training = a.plan_budget.workload.training
+    assert training is not None
+    return {
+        "tensor": plan.tensor,
+        "pipeline": plan.pipeline,
+        "data": plan.replicas,
+        "zero_stage": plan.zero_stage,
+        "activation_checkpointing": training.activation_checkpointing,
+        "max_micro_batch_size": largest_micro_batch(a, view, variants, corrections),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A change to the workload (or the node) under which it fits, with the plan and budget it fits under."""
+
+    kind: str  # "fewer_sessions" | "smaller_micro_batch" | "fp8_kv_cache" | "shorter_context" | "more_devices"
+    description: str
+    changes: dict[str, Any]  # dotted workload field (or "device_count") → the value that fits
+    plan: dict[str, Any]
+    per_device_bytes: int
+    usable_bytes: int
+    headroom_bytes: int
+    budget: dict[str, Any]  # the per-device budget under the change: total and components, bytes
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _change(kind: str, description: str, changes: dict[str, Any], outcome: Outcome) -> Change:
+    a = outcome.assessment
+    assert a is not None
+    per_device = a.plan_budget.budget.per_device
+    return Change(
+        kind=kind,
+        description=description,
+        changes=changes,
+        plan=a.plan_budget.plan.as_dict(),
+        per_device_bytes=a.per_device_bytes,
+        usable_bytes=a.usable_bytes,
+        headroom_bytes=a.headroom_bytes,
+        budget={"total": per_device.total_bytes, "components": {c.name: c.bytes for c in per_device.components}},
+    )
+
+
+class _Search:
+    """What-if searches for one configuration."""
+
+    def __init__(self, view: ConfigurationView, variants: Variants, corrections: Corrections) -> None:
+        self.view, self.variants, self.corrections = view, variants, corrections
+
+    def outcome(self, key: tuple[Any, ...], make: Callable[[Workload], Workload]) -> Outcome:
+        return choose_plan(self.view, self.variants.get(key, make), self.corrections)
+
+    def largest_fitting(
+        self, name: str, current: int, make: Callable[[int], Callable[[Workload], Workload]]
+    ) -> tuple[int, Outcome] | None:
+        """The largest value below ``current`` under which the workload fits, searched over ``STEPS``
+        steps of ``current`` (every value when ``current`` ≤ ``STEPS``)."""
+        step = max(current // STEPS, 1)
+
+        def value(k: int) -> int:
+            return k * step
+
+        def passes(k: int) -> bool:
+            return self.outcome((name, value(k)), make(value(k))).verdict == Verdict.FITS
+
+        top = (current - 1) // step
+        if top < 1 or not passes(1):
+            return None
+        k = _largest(1, top, passes)
+        return value(k), self.outcome((name, value(k)), make(value(k)))
+
+
+def _fewer(search: _Search, workload: Workload) -> list[Change]:
+    if workload.task == "inference" and workload.inference is not None:
+        section, field, kind = "inference", "concurrent_sessions", "fewer_sessions"
+        current = workload.inference.concurrent_sessions
+    elif workload.task == "training" and workload.training is not None:
+        section, field, kind = "training", "micro_batch_size", "smaller_micro_batch"
+        current = workload.training.micro_batch_size
+    else:
+        return []
+    found = search.largest_fitting(field, current, lambda v: lambda w: _with(w, section, **{field: v}))
+    if found is None:
+        return []
+    value, outcome = found
+    description = f"{field.replace('_', ' ')} {value} instead of {current}"
+    return [_change(kind, description, {f"{section}.{field}": value}, outcome)]
+
+
+def _shorter(search: _Search, workload: Workload) -> list[Change]:
+    if workload.task == "inference" and workload.inference is not None:
+        output = workload.inference.max_output_tokens
+
+        def make(value: int) -> Callable[[Workload], Workload]:
+            return lambda w: _with(w, "inference", max_input_tokens=value, max_model_len=value + output)
+
+        field, current = "inference.max_input_tokens", workload.inference.max_input_tokens
+    elif workload.task == "training" and workload.training is not None:
+
+        def make(value: int) -> Callable[[Workload], Workload]:
+            return lambda w: _with(w, "training", sequence_length=value)
+
+        field, current = "training.sequence_length", workload.training.sequence_length
+    else:
+        return []
+    found = search.largest_fitting(field, current, make)
+    if found is None:
+        return []
+    value, outcome = found
+    return [_change("shorter_context", f"{field} {value} instead of {current}", {field: value}, outcome)]
+
+
+def _fp8_kv(search: _Search, workload: Workload) -> list[Change]:
+    if workload.task != "inference" or workload.precision.kv_cache == FP8:
+        return []
+    variant = _with(workload, "precision", kv_cache=FP8)
+    if checked(search.variants.base, compat.Requirements.from_workload(variant), search.view.facts):
+        return []
+    outcome = search.outcome(("kv_cache", FP8), lambda w: variant)
+    if outcome.verdict != Verdict.FITS:
+        return []
+    return [_change("fp8_kv_cache", "an fp8 KV cache", {"precision.kv_cache": FP8}, outcome)]
+
+
+def _more_devices(search: _Search, workload: Workload) -> list[Change]:
+    view = search.view
+    linked = view.nvlink_domain_size == view.device_count and view.nvlink_bandwidth_gbps is not None
+    count = 2
+    while count <= view.max_devices_per_node:
+        if count > view.device_count:
+            bigger = dataclasses.replace(
+                view, device_count=count, nvlink_domain_size=count if linked else view.nvlink_domain_size
+            )
+            outcome = choose_plan(bigger, search.variants.base, search.corrections)
+            if outcome.verdict == Verdict.FITS:
+                description = f"{count} devices instead of {view.device_count}"
+                return [_change("more_devices", description, {"device_count": count}, outcome)]
+        count *= 2
+    return []
+
+
+def nearest_changes(
+    workload: Workload, view: ConfigurationView, variants: Variants, corrections: Corrections
+) -> list[Change]:
+    """Each change that alone would make the workload fit on ``view`` (module docstring)."""
+    search = _Search(view, variants, corrections)
+    return (
+        _fewer(search, workload)
+        + _fp8_kv(search, workload)
+        + _shorter(search, workload)
+        + _more_devices(search, workload)
+    )
+
+
+def suggested_settings(
+    workload: Workload,
+    view: ConfigurationView,
+    outcome: Outcome,
+    variants: Variants,
+    corrections: Corrections,
+) -> dict[str, Any]:
+    """The settings of the chosen plan; with ``does_not_fit``, the nearest changes that would fit."""
+    settings: dict[str, Any] = {}
+    a = outcome.assessment
+    if a is None:
+        return settings
+    if a.plan_budget.budget.serving is not None and a.plan_budget.utilization_bytes is not None:
+        settings.update(vllm_settings(a.plan_budget))
+    if workload.task == "training" and outcome.verdict != Verdict.DOES_NOT_FIT:
+        settings.update(training_settings(a, view, variants, corrections))
+    if a.latency is not None and a.latency.max_sessions_within_target is not None:
+        settings["max_concurrency_within_latency_target"] = a.latency.max_sessions_within_target
+    if outcome.verdict == Verdict.DOES_NOT_FIT:
+        settings["nearest_changes"] = [c.as_dict() for c in nearest_changes(workload, view, variants, corrections)]
+    return settings

@@ -1,0 +1,130 @@
+"""recommend() and its ranking (pure): entry fields, evidence and calibration, order, top."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+
+from measurements.calibration import CalibrationRecord, EvidenceLevel, WorkloadSummary
+from recommendations.ranking import VERDICT_ORDER, wasted_bytes
+from recommendations.recommend import Calibration, recommend
+from tests.recommendations.catalog_views import llama70b, view
+
+ENTRY_FIELDS = {
+    "configuration",
+    "verdict",
+    "plan",
+    "per_device_bytes",
+    "usable_bytes",
+    "usable_basis",
+    "headroom_bytes",
+    "margin",
+    "reasons",
+    "evidence",
+    "suggested_settings",
+    "latency",
+    "cost",
+}
+SLUGS = [
+    "h100-sxm-80gb-x1-r550",
+    "h100-sxm-80gb-x4-r550",
+    "h100-sxm-80gb-x8-r550",
+    "h200-nvl-141gb-x2-r570",
+    "a100-80gb-sxm4-x8-r550",
+    "t4-x1-r550",
+]
+SUMMARY = WorkloadSummary("llama-3.1-70b", "inference", "vllm", "bf16", 16, 9216)
+_ids = itertools.count(1)
+
+
+def _record(configuration: str, ratio: float, view_name: str = "vllm_need") -> CalibrationRecord:
+    estimated = 50 * 2**30
+    return CalibrationRecord(
+        measurement_id=next(_ids),
+        order_id=7,
+        job_id=9,
+        configuration=configuration,
+        architecture="hopper-sm90",
+        view=view_name,
+        measured=estimated * ratio,
+        estimated=estimated,
+        estimated_low=None,
+        estimated_high=None,
+        workload=SUMMARY,
+    )
+
+
+def test_every_entry_has_the_issues_fields_and_serializes_to_json() -> None:
+    entries = recommend(llama70b(), [view(s) for s in SLUGS])
+    for entry in entries:
+        out = entry.as_dict()
+        assert set(out) == ENTRY_FIELDS
+        assert set(out["configuration"]) == {"id", "slug", "accelerator_name", "device_count", "driver_version"}
+        json.dumps(out)
+
+
+def test_entries_are_ranked_feasible_first_then_cheaper() -> None:
+    entries = recommend(llama70b(), [view(s) for s in SLUGS])
+    orders = [VERDICT_ORDER[e.verdict] for e in entries]
+    assert orders == sorted(orders)
+    priced = [e for e in entries if e.verdict == "fits" and e.cost is not None]
+    assert [e.configuration["slug"] for e in priced] == ["h100-sxm-80gb-x4-r550", "h100-sxm-80gb-x8-r550"]
+    per_million = [e.cost.usd_per_million_output_tokens for e in priced]
+    assert per_million == sorted(per_million) and all(p > 0 for p in per_million)
+    assert entries[-1].configuration["slug"] == "t4-x1-r550" and entries[-1].verdict == "unsupported"
+
+
+def test_equal_entries_keep_a_stable_order_by_slug() -> None:
+    base = view("h100-sxm-80gb-x4-r550")
+    twins = [dataclasses.replace(base, slug=slug) for slug in ("c-node", "a-node", "b-node")]
+    assert [e.configuration["slug"] for e in recommend(llama70b(), twins)] == ["a-node", "b-node", "c-node"]
+
+
+def test_less_wasted_memory_ranks_first_among_otherwise_equal_entries() -> None:
+    smaller = dataclasses.replace(view("h200-nvl-141gb-x2-r570"), slug="z-smaller", usable_bytes=135 * 2**30)
+    entries = recommend(llama70b(), [view("h200-nvl-141gb-x2-r570"), smaller])
+    assert [e.configuration["slug"] for e in entries] == ["z-smaller", "h200-nvl-141gb-x2-r570"]
+    assert wasted_bytes(entries[0]) < wasted_bytes(entries[1])
+
+
+def test_top_keeps_the_best_entries() -> None:
+    everything = recommend(llama70b(), [view(s) for s in SLUGS])
+    assert [e.configuration for e in recommend(llama70b(), [view(s) for s in SLUGS], top=2)] == [
+        e.configuration for e in everything[:2]
+    ]
+
+
+def test_a_measurement_on_the_configuration_is_its_evidence_and_calibrates_the_margin() -> None:
+    slug = "h100-sxm-80gb-x4-r550"
+    records = [_record(slug, 1.02), _record(slug, 1.10), _record(slug, 1.30), _record(slug, 1.0, "ms_per_output_token")]
+    calibration = Calibration.build(records, SUMMARY)
+    plain, measured = (
+        recommend(llama70b(), [view(slug)])[0],
+        recommend(llama70b(), [view(slug)], calibration=calibration)[0],
+    )
+    assert measured.evidence.level == EvidenceLevel.MEASURED_HERE
+    assert {m["measurement"] for m in measured.evidence.measurements} == {r.measurement_id for r in records}
+    assert {m["order"] for m in measured.evidence.measurements} == {7}
+    assert measured.per_device_bytes == int(plain.per_device_bytes * 1.10)  # the median ratio
+    assert measured.margin.set_by == "calibration_spread"  # worst miss 0.20 of the need, above 10 % of usable
+    assert "Corrected × 1.100" in measured.evidence.correction
+    assert plain.evidence.level == EvidenceLevel.ESTIMATE_ONLY
+
+
+def test_measurements_on_the_architecture_rank_above_an_estimate_only() -> None:
+    calibration = Calibration.build([_record("h100-sxm-80gb-x8-r550", 1.0)], SUMMARY)
+    twins = [dataclasses.replace(view("h100-sxm-80gb-x4-r550"), slug=s) for s in ("a-estimate", "b-kin")]
+    twins[0] = dataclasses.replace(twins[0], architecture="other-architecture")
+    entries = recommend(llama70b(), twins, calibration=calibration)
+    assert [e.configuration["slug"] for e in entries] == ["b-kin", "a-estimate"]
+    assert entries[0].evidence.label == "measured_architecture"
+
+
+def test_latency_and_cost_are_labelled_estimates() -> None:
+    entry = recommend(llama70b(), [view("h100-sxm-80gb-x4-r550")])[0]
+    out = entry.as_dict()
+    assert out["latency"]["label"] == "roofline estimate" and out["latency"]["sessions_per_replica"] == 16
+    assert out["cost"]["usd_per_hour"] == 12.36
+    throughput = 16 * 1000 / entry.latency.ms_per_output_token
+    assert out["cost"]["usd_per_million_output_tokens"] == 12.36 / (throughput * 3600) * 1e6
