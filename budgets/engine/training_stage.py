@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import parallel, profiles
 from .budget import ZERO, Range
@@ -74,16 +75,16 @@ def training_stage(
     x = activation_shape(spec, stage, t.micro_batch_size, t.sequence_length, t.sequence_length, d, fp16_cuda)
     params = _trainable(w, spec, stage, layer_p, emb_p, head_p, total_params, d)
     states = _model_states(w, spec, stage, params.trainable)
-    compiled = _compiled(w, spec, stage)
+    compiled = _Compiled(_compiled(w, spec, stage, x), _compiled_loss(w, stage))
     a = _activations(w, spec, stage, x, states, compiled)
-    eager = _activations(w, spec, stage, x, states, False) if compiled else a
+    eager = _activations(w, spec, stage, x, states, _EAGER) if compiled != _EAGER else a
     weights, optimizer, batch = params.weights, states.optimizer, a.batch
 
     out = StagePhases(stage.name)
     out.fixed["workspace"] = _workspace(w, spec, stage, layer_p, params.trainable, states, x)
 
     def band(field: str) -> Range:
-        # under torch.compile the eager layers' figure is the high end
+        # under torch.compile the eager layers' and loss's figure is the high end
         v, v_eager = getattr(a, field), getattr(eager, field)
         return Range(min(int(v * lo), int(v)), int(v), max(int(v_eager * hi), int(v)))
 
@@ -121,7 +122,7 @@ def training_stage(
         "workspace": Range.exact(states.step_temp),
         "activations": batch,
     }
-    out.notes.update(_notes(w, stage, params, states))
+    out.notes.update(_notes(w, stage, params, states, compiled))
     out.transient_for_fragmentation = int(max(a.forward, a.backward_start))
     out.live_tensors = param_tensors(spec, stage.layers) * (4 if t.method == "full" else 1)
     return out
@@ -237,17 +238,33 @@ def _largest_tensor(w: Workload, stage: parallel.Stage) -> float:
     return max(vocab, mlp_width * spec.hidden_size, qkv_width * spec.hidden_size) if stage.layers else vocab
 
 
-def _compiled(w: Workload, spec: ModelSpec, stage: parallel.Stage) -> bool:
+def _compiled(w: Workload, spec: ModelSpec, stage: parallel.Stage, x: act.Shape) -> bool:
     """torch.compile's saved set replaces the eager layers' where it is modelled (not with selective
     recomputation or sequence parallelism)."""
     assert w.training is not None
     t = w.training
     return (
         w.runtime.compile
-        and act.compile_modelled(spec, w.runtime.attention, t.method)
+        and act.compile_modelled(spec, w.runtime.attention, t.method, _kept(w, x))
         and t.activation_checkpointing != "selective"
         and not stage.sequence_parallel
     )
+
+
+class _Compiled(NamedTuple):
+    layers: bool
+    loss: bool
+
+
+_EAGER = _Compiled(False, False)
+
+
+def _compiled_loss(w: Workload, stage: parallel.Stage) -> bool:
+    """torchtune compiles the per-chunk cross-entropy of its chunked loss (`loss_chunks` > 1) under
+    `compile`; lit-gpt's loss is its own (profiles/litgpt.py)."""
+    assert w.training is not None
+    t = w.training
+    return w.runtime.compile and t.loss_chunks > 1 and t.framework == "transformers" and stage.holds_head
 
 
 def _forward_saved(
@@ -264,8 +281,10 @@ def _forward_saved(
         spec, x, attention, not gqa_sdpa, mode, sp_t, _kept(w, x)
     )
     if compiled and mode == "none":
-        per_layer = act.compiled_saved_per_layer(spec, x)
+        per_layer = act.compiled_saved_per_layer(spec, x, _kept(w, x))
     saved_layers = per_layer * stage.layers * stage.in_flight_microbatches
+    if compiled and mode == "none" and w.training.method != "full" and stage.holds_embedding:
+        saved_layers -= act.compiled_first_layer_unsaved(x) * stage.in_flight_microbatches
     # masks: eager additive masks (two with a sliding mapping), or an SDPA sliding bool mask; every
     # sliding SDPA layer saves its converted (additive, dtype d) copy of the bool mask for backward
     # the training step passes no 2D attention mask (labels only): a sliding bool mask is batch-broadcast
@@ -295,11 +314,11 @@ def _forward_saved(
 
 
 def _activations(
-    w: Workload, spec: ModelSpec, stage: parallel.Stage, x: act.Shape, states: _ModelStates, compiled: bool
+    w: Workload, spec: ModelSpec, stage: parallel.Stage, x: act.Shape, states: _ModelStates, compile_: _Compiled
 ) -> _Activations:
     assert w.training is not None
     t, attention = w.training, w.runtime.attention
-    d = x.d
+    d, compiled = x.d, compile_.layers
     saved_layers, embed_out, model_level, kept_model_level, sliding_mask_copy = _forward_saved(
         w, spec, stage, x, compiled
     )
@@ -311,7 +330,7 @@ def _activations(
     kept, profile = _kept(w, x), profiles.workload_profile(w)
     recompute = profile.training_layer_saved(spec, x, attention, not gqa_sdpa, "none", 1, kept) if full_ckpt else 0
     if full_ckpt and compiled:
-        recompute = act.compiled_saved_per_layer(spec, x)
+        recompute = act.compiled_saved_per_layer(spec, x, kept)
     if recompute and sliding_mask_copy:
         recompute += sliding_mask_copy
     bwd_transient = act.training_backward_transient(spec, x)
@@ -321,22 +340,15 @@ def _activations(
         final_norm = profile.final_norm_saved(spec, x, output_saved=full, weight_trained=kept.norm_weights)
         if compiled:  # its input and output in the compute dtype and its rsqrt per row
             final_norm = 2 * x.tokens * x.h * d + x.tokens * 4
-        loss_fwd = profile.loss_peak(x, spec, t.loss_chunks)
-        loss_keep = profile.loss_saved(x, spec)
+        loss_forward, loss_fwd, loss_keep = _loss(w, spec, x, compile_.loss)
     else:
-        final_norm = loss_fwd = loss_keep = 0
+        final_norm = loss_forward = loss_fwd = loss_keep = 0
     # a V×h gradient (head, or embedding) in the gradient dtype, on this tensor-parallel rank
     vocab_grad = (spec.vocab_size * spec.embed_dim / stage.tensor) * nbytes(states.grad_prec)
     head_grad = (vocab_grad if (stage.holds_head and full) else 0) / states.grad_shards
     emb_grad_transient = vocab_grad if (spec.tie_word_embeddings and full and stage.holds_embedding) else 0
 
-    fwd_act = (
-        saved_layers
-        + embed_out
-        + model_level
-        + final_norm
-        + (profile.loss_forward(x, spec, t.loss_chunks) if stage.holds_head else 0)
-    )
+    fwd_act = saved_layers + embed_out + model_level + final_norm + loss_forward
     bwd_start_act = saved_layers + kept_model_level + final_norm + max(loss_fwd, loss_keep + recompute + bwd_transient)
     # late backward, the stage's first layer: its recompute and gradients, the gradient of its input,
     # cos/sin (and checkpointed masks) still saved; every parameter gradient exists but the untied
@@ -366,6 +378,16 @@ def _activations(
         untied_embedding_grad=untied_emb_grad,
         embedding_grad_extra=emb_grad_transient + tied_sum,
     )
+
+
+def _loss(w: Workload, spec: ModelSpec, x: act.Shape, compiled: bool) -> tuple[float, float, float]:
+    """The loss's (forward, backward-start peak, saved through backward)."""
+    assert w.training is not None
+    chunks = w.training.loss_chunks
+    if compiled:
+        return act.compiled_chunked_loss(x, spec, chunks)
+    profile = profiles.workload_profile(w)
+    return profile.loss_forward(x, spec, chunks), profile.loss_peak(x, spec, chunks), profile.loss_saved(x, spec)
 
 
 def _workspace(
@@ -406,7 +428,9 @@ def _kept(w: Workload, x: act.Shape) -> act.Kept:
     return tr.kept_inputs(t.method, targets, t.lora.rank, w.runtime.bitsandbytes_version, t.lora.dropout, dropout_bytes)
 
 
-def _notes(w: Workload, stage: parallel.Stage, params: _Trainable, states: _ModelStates) -> dict[str, str]:
+def _notes(
+    w: Workload, stage: parallel.Stage, params: _Trainable, states: _ModelStates, compiled: _Compiled
+) -> dict[str, str]:
     assert w.training is not None
     t, prec = w.training, w.precision
     notes: dict[str, str] = {}
@@ -433,14 +457,18 @@ def _notes(w: Workload, stage: parallel.Stage, params: _Trainable, states: _Mode
         + ("; logits, fp32 upcast and cross-entropy copies" if stage.holds_head else "")
         + (f" in {t.loss_chunks} chunks" if stage.holds_head and t.loss_chunks > 1 else "")
         + f"; {params.train_note}"
-        + _compile_note(w, stage)
+        + _compile_note(w, compiled)
     )
     return notes
 
 
-def _compile_note(w: Workload, stage: parallel.Stage) -> str:
+def _compile_note(w: Workload, compiled: _Compiled) -> str:
     if not w.runtime.compile:
         return ""
-    if _compiled(w, w.spec, stage):
-        return "; torch.compile: the partitioner's saved set (the eager layers' as high)"
-    return "; torch.compile not modelled for these layers (LoRA, MoE, fused or eager-attention layers): eager layers"
+    loss = "; torch.compile of the chunked cross-entropy: the logits and two fp32 values per row" * compiled.loss
+    if compiled.layers:
+        return loss + "; torch.compile: the partitioner's saved set (the eager layers' and loss's as high)"
+    return (
+        loss + "; torch.compile not modelled for these layers (QLoRA, LoRA dropout, MoE, fused or eager-attention"
+        " layers): eager layers"
+    )

@@ -400,26 +400,38 @@ def training_saved_per_layer(
     return norms + attn + _mlp_saved(spec, x, kept) + adapters
 
 
-def compiled_saved_per_layer(spec: ModelSpec, x: Shape) -> float:
-    """Bytes one decoder layer keeps for backward under torch.compile (full fine-tuning, SDPA, RMSNorm,
-    dense gated MLP). AOTAutograd's min-cut partition (torch 2.13 torch/_functorch/partitioners.py:3725
+def compiled_saved_per_layer(spec: ModelSpec, x: Shape, kept: Kept = ALL_TRAINED) -> float:
+    """Bytes one decoder layer keeps for backward under torch.compile (SDPA, RMSNorm, dense gated MLP).
+    AOTAutograd's min-cut partition (torch 2.13 torch/_functorch/partitioners.py:3725
     `min_cut_rematerialization_partition`) recomputes pointwise ops in backward and saves what they
-    cannot be rebuilt from: each norm's input and output (dtype d: no fp32 copies) and its rsqrt per
-    row (fp32), SDPA's roped q, k, v, output and logsumexp, and the gate and up outputs and the down
-    input; no SiLU intermediates, no rope or fp32 norm copies. Read from the forward graph's saved
-    outputs (TORCH_LOGS=aot_graphs) of a 1-layer transformers 5.24 Llama and measured to the byte on
-    torch 2.13 CPU (2 layers, h 256, 256 tokens: fp32 8,174,720 B saved, bf16 4,224,000 B held after
-    forward; benchmarks/gpu_published/HOLDOUT.md)."""
+    cannot be rebuilt from: each norm's input (dtype d: no fp32 copies) and its rsqrt per row (fp32),
+    SDPA's roped q, k, v, output and logsumexp, and the gate and up outputs; a norm's output and the
+    down input only where a trained weight reads them (full fine-tuning: all; LoRA: the adapted
+    projections', with each adapter's rank-wide A output); no SiLU intermediates, no rope or fp32 norm
+    copies. Read from the forward graph's saved outputs (TORCH_LOGS=aot_graphs) of transformers 5.24
+    Llama and measured to the byte on torch 2.13 CPU (2 layers, h 256, 256 tokens: full fine-tuning
+    fp32 8,174,720 B saved, bf16 4,224,000 B held after forward; torchtune-style LoRA, bf16, q/v
+    3,141,632 B, all linears 4,149,248 B held; benchmarks/gpu_published/HOLDOUT.md)."""
     tok = x.tokens
-    norms = 2 * (2 * tok * x.h * x.d + tok * 4)
+    hidden = tok * x.h * x.d
+    norms = 2 * (hidden + tok * 4) + hidden * (kept.qkv_input + kept.mlp_input)
     attention = tok * (2 * x.q + 2 * x.kv) * x.d + x.b * x.heads * x.s * 4
-    return norms + attention + 3 * tok * x.inter * x.d
+    adapters = tok * kept.adapter_outputs * x.d
+    return norms + attention + adapters + (2 + kept.down_input) * tok * x.inter * x.d
 
 
-def compile_modelled(spec: ModelSpec, attention: str, method: str) -> bool:
-    """Whether `compiled_saved_per_layer` covers the layer: the structure it was measured on."""
+def compiled_first_layer_unsaved(x: Shape) -> float:
+    """With a frozen embedding no gradient flows into the first layer's input, so the compiled first
+    layer keeps neither its input nor its input norm's rsqrt (measured with LoRA, see above)."""
+    return x.tokens * (x.h * x.d + 4)
+
+
+def compile_modelled(spec: ModelSpec, attention: str, method: str, kept: Kept = ALL_TRAINED) -> bool:
+    """Whether `compiled_saved_per_layer` covers the layer: the structures it was measured on (full
+    fine-tuning; LoRA without dropout on bf16 base weights)."""
     return (
-        method == "full"
+        method in ("full", "lora")
+        and not kept.dropout_bytes
         and attention != "eager"
         and spec.norm == "rms"
         and spec.mlp == "gated"
@@ -463,8 +475,7 @@ def loss_forward(x: Shape, spec: ModelSpec | None = None, chunks: int = 1) -> fl
     """Loss forward: the logits (d, every chunk: the projection runs before the loss), the fp32
     log_softmax outputs (every chunk's is saved for backward), and one chunk's fp32 upcast (when d < 4;
     `.float()` of fp32 logits is the tensor itself) (+ soft-cap tanh). Eager operators: under
-    torch.compile of the per-chunk cross-entropy (torchtune's recipes with compile on,
-    torchtune/training/_compile.py:68-71) the fused kernel may keep less; not modelled."""
+    torch.compile of the per-chunk cross-entropy: `compiled_chunked_loss`."""
     tv = x.tokens * x.vocab
     cap = _softcap_saved(spec, x) if spec else 0
     upcast = 4 if x.d < 4 else 0
@@ -474,3 +485,25 @@ def loss_forward(x: Shape, spec: ModelSpec | None = None, chunks: int = 1) -> fl
 def loss_saved(x: Shape, spec: ModelSpec | None = None) -> float:
     """What stays between the loss forward and backward: the fp32 log_softmax output (+ soft-cap tanh)."""
     return x.tokens * x.vocab * 4 + (_softcap_saved(spec, x) if spec else 0)
+
+
+def compiled_chunked_loss(x: Shape, spec: ModelSpec | None, chunks: int) -> tuple[float, float, float]:
+    """(forward, backward-start peak, saved through the layers' backward) of torchtune's chunked
+    cross-entropy with its per-chunk
+    `F.cross_entropy(logits.float(), ...)` under torch.compile (torchtune@30b8519
+    training/_compile.py:68-71 compiles `compute_cross_entropy` of `CEWithChunkedOutputLoss`).
+
+    Read from the forward graph's outputs (TORCH_LOGS=aot_graphs, torch 2.13 CPU, bf16 [256, 32000]
+    chunks): it saves its bf16 input chunk, the labels and two fp32 values per row (`amax`, the log of
+    the sum of exponentials); no fp32 upcast or log_softmax output exists, in forward or backward, whose
+    fused kernel writes the chunk's gradient in the logits dtype. Measured (profiler allocation replay,
+    [2048, 32000] bf16 in 8 chunks): held after forward 16,388 B compiled (8 B per row + a 0-d sum)
+    against 262,144,036 B eager. The logits (d, every chunk) stay as the graph's saved inputs (the
+    recipe drops its own reference, recipes/lora_finetune_single_device.py:652 `del logits`); each
+    chunk's backward writes its gradient and frees its saved set: measured with chunks computed from
+    leaves, backward's peak over the forward's end is one chunk's gradient (16,385,028 B) and nothing
+    of the loss remains at its end (benchmarks/gpu_published/HOLDOUT.md)."""
+    tv = x.tokens * x.vocab
+    cap = _softcap_saved(spec, x) if spec else 0
+    forward = tv * x.d + x.tokens * 8 + cap
+    return forward, forward + tv * x.d / chunks, 0.0
