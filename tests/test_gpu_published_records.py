@@ -51,7 +51,7 @@ def test_compare_reads_the_engine_on_the_records_view() -> None:
     assert on_allocated["error_pct"] < 0
 
 
-def test_a_part_meets_its_target_at_eighty_percent_within() -> None:
+def test_a_group_meets_its_target_at_eighty_percent_within() -> None:
     def rows(within: int, total: int) -> list[dict]:
         return [{"within": i < within} for i in range(total)]
 
@@ -78,6 +78,9 @@ def test_a_record_below_its_lower_bound_is_inconsistent_and_not_counted() -> Non
     assert any("1 inconsistent" in line for line in lines)
     part = "hold-out" if record["holdout"] else "tuning"
     assert any(line.startswith(f"training {part}: 1 records") for line in lines)
+    # the verdict is on the group's counted records together; the parts are reported apart
+    assert any(line.startswith("training all: 1 records") and "target" in line for line in lines)
+    assert not any(line.startswith(f"training {part}:") and "target" in line for line in lines)
 
 
 def test_framework_inference_records_get_no_lower_bound() -> None:
