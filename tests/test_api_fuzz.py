@@ -200,6 +200,7 @@ def world(django_db_setup, django_db_blocker):  # type: ignore[no-untyped-def]
                     "/api/v1/nodes/{name}/": ("name", [node.name]),
                     "/api/v1/workloads/{id}/": ("id", workload_ids),
                     "/api/v1/workloads/{id}/budget/": ("id", workload_ids),
+                    "/api/v1/workloads/{id}/recommendations/": ("id", workload_ids),
                     "/api/v1/model-presets/{id}/": ("id", sorted(load_presets())),
                     **{
                         f"/api/v1/orders/{{id}}/{action}": ("id", order_ids)

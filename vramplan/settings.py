@@ -126,6 +126,7 @@ INSTALLED_APPS = [
     "catalog",
     "budgets",
     "measurements",
+    "recommendations",
     "workers",
 ]
 

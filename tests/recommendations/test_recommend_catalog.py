@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -15,13 +14,6 @@ from recommendations.views_data import configuration_views
 from tests.recommendations.catalog_views import llama70b
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def catalog(db) -> None:  # type: ignore[no-untyped-def]
-    """The real catalog from fixtures/, loaded by ``loadcatalog`` (as tests/catalog/conftest.py does)."""
-    if not Configuration.objects.exists():
-        call_command("loadcatalog", verbosity=0)
 
 
 def _by_slug(workload) -> dict:  # type: ignore[no-untyped-def]

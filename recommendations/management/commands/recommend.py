@@ -1,0 +1,79 @@
+"""``manage.py recommend FILE [--format json|table] [--top N]``.
+
+Ranks the catalog's configurations for the workload in FILE (``-`` for standard input) through the same
+service as the API (``recommendations.services.recommend_for``), with every acceptance measurement as
+calibration (no user: the command line sees all). ``json`` prints exactly the API's answer on stdout.
+A file that cannot be read, is not JSON or is not a valid workload exits with status 2 and a message on
+stderr naming each wrong field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterable
+
+from django.core.management.base import BaseCommand, CommandError
+
+from budgets.management.commands.estimate import validated
+from budgets.services import BudgetOutOfRange
+
+from ...recommend import Entry
+from ...services import MAX_TOP, recommend_for, recommendations_payload
+
+BAD_INPUT = 2  # exit status for a file that is not a valid workload (argparse uses 2 for bad arguments too)
+GIB = 2**30
+
+
+def top_value(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_TOP:
+        raise argparse.ArgumentTypeError(f"--top must be a whole number from 1 to {MAX_TOP}, not {text!r}")
+    return value
+
+
+def _gib(value: int | None) -> str:
+    return "-" if value is None else f"{value / GIB:,.2f}"
+
+
+def render_table(entries: Iterable[Entry]) -> str:
+    """One line per configuration, ranked: verdict, plan, need and usable memory per device, evidence, why."""
+    header = (
+        f"{'#':>3}  {'configuration':<28}{'verdict':<14}{'plan':<22}{'need GiB':>10}{'usable GiB':>12}"
+        f"{'headroom GiB':>14}  {'evidence':<22}{'USD/h':>8}  why"
+    )
+    lines = [header]
+    for rank, e in enumerate(entries, start=1):
+        plan = e.plan.label() if e.plan else "-"
+        price = f"{e.cost.usd_per_hour:,.2f}" if e.cost else "-"
+        why = e.reasons[0].message if e.reasons else (f"margin set by {e.margin.set_by}" if e.margin else "")
+        lines.append(
+            f"{rank:>3}  {e.configuration['slug']:<28}{e.verdict.value:<14}{plan:<22}{_gib(e.per_device_bytes):>10}"
+            f"{_gib(e.usable_bytes):>12}{_gib(e.headroom_bytes):>14}  {e.evidence.label:<22}{price:>8}  {why}"
+        )
+    return "\n".join(lines)
+
+
+class Command(BaseCommand):
+    help = "Rank the catalog's configurations for the workload described in FILE (JSON, see WORKLOAD.md)."
+
+    def add_arguments(self, parser) -> None:  # type: ignore[no-untyped-def]
+        parser.add_argument("file", help="workload JSON file, or - for standard input")
+        parser.add_argument("--format", choices=["json", "table"], default="table")
+        parser.add_argument("--top", type=top_value, default=10, help=f"entries to print (1–{MAX_TOP})")
+
+    def handle(self, *args, file: str, format: str, top: int, **options) -> None:  # type: ignore[no-untyped-def]
+        try:
+            spec = validated(file)
+            entries = recommend_for(spec, top=top)
+        except CommandError as exc:
+            raise CommandError(str(exc), returncode=BAD_INPUT) from None
+        except BudgetOutOfRange as exc:
+            raise CommandError(f"{file}: {exc}", returncode=BAD_INPUT) from None
+        if format == "json":
+            self.stdout.write(json.dumps(recommendations_payload(spec, entries), indent=2))
+        else:
+            self.stdout.write(render_table(entries))

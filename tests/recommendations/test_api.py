@@ -1,0 +1,269 @@
+"""The recommendation endpoints on the real database with the real catalog: the issue's done-when through
+the API, ownership, 400s, evidence from acceptance measurements, and the schema against a real answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema_rs
+import pytest
+from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.renderers import OpenApiJsonRenderer
+
+from budgets.services import workload_create
+from catalog.models import Configuration
+from catalog.units import version_key
+from measurements import acceptance
+from measurements import services as measurement_services
+from measurements.choices import MeasurementSource
+from measurements.models import AcceptanceJob
+from recommendations.api import serializers as shapes
+from tests.measurements.helpers import measurement_document
+from tests.recommendations.catalog_views import _merge
+
+pytestmark = pytest.mark.django_db
+
+ROOT = Path(__file__).resolve().parents[2]
+LLAMA_70B = {
+    "name": "llama-3.1-70b-chat",
+    "model": {"preset": "llama-3.1-70b"},
+    "precision": {"weights": "bf16"},
+    "inference": {"engine": "vllm", "max_input_tokens": 8192, "max_output_tokens": 1024, "concurrent_sessions": 16},
+}
+QWEN_7B = json.loads((ROOT / "fixtures" / "workloads" / "transformers-qwen2.5-7b-dynamic.json").read_text())
+H100_X1 = "h100-sxm-80gb-x1-r550"
+
+
+def recommend(api, body: dict[str, Any], **query: Any) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    response = api.post("/api/v1/recommend", body, format="json", QUERY_STRING=_query({"top": 200, **query}))
+    assert response.status_code == 200, response.json()
+    return response.json()
+
+
+def _query(params: dict[str, Any]) -> str:
+    return "&".join(f"{key}={value}" for key, value in params.items())
+
+
+def by_slug(answer: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {entry["configuration"]["slug"]: entry for entry in answer["recommendations"]}
+
+
+# --- The issue's done-when, through POST /api/v1/recommend ------------------------------------------------
+
+
+def test_llama_70b_does_not_fit_one_h100_or_h200_and_fits_four_h100s_and_two_h200s_tp(api, catalog) -> None:  # type: ignore[no-untyped-def]
+    entries = by_slug(recommend(api, LLAMA_70B))
+    for slug in (H100_X1, "h200-nvl-141gb-x1-r570"):
+        assert entries[slug]["verdict"] == "does_not_fit", slug
+        assert entries[slug]["reasons"], slug
+    for slug, tensor in (("h100-sxm-80gb-x4-r550", 4), ("h200-nvl-141gb-x2-r570", 2)):
+        entry = entries[slug]
+        assert entry["verdict"] == "fits", slug
+        assert (entry["plan"]["tensor"], entry["plan"]["pipeline"]) == (tensor, 1), slug
+        assert entry["headroom_bytes"] >= entry["margin"]["bytes"] > 0
+        assert entry["suggested_settings"]["tensor_parallel_size"] == tensor
+    h100 = entries["h100-sxm-80gb-x4-r550"]["configuration"]
+    row = Configuration.objects.select_related("accelerator").get(slug="h100-sxm-80gb-x4-r550")
+    assert h100 == {
+        "id": row.pk,
+        "slug": row.slug,
+        "accelerator_name": row.accelerator.name,
+        "device_count": 4,
+        "driver_version": row.driver_version,
+    }
+
+
+def test_fp8_weights_are_unsupported_on_a100s_with_a_reason_naming_fp8(api, catalog) -> None:  # type: ignore[no-untyped-def]
+    entries = by_slug(recommend(api, _merge(LLAMA_70B, {"precision": {"weights": "fp8"}})))
+    a100s = [entry for slug, entry in entries.items() if slug.startswith("a100-")]
+    assert a100s
+    for entry in a100s:
+        assert entry["verdict"] == "unsupported"
+        assert entry["plan"] is None
+        assert any(r["rule"] == "precision" and "fp8" in r["message"] for r in entry["reasons"])
+
+
+def test_cuda_12_8_marks_drivers_older_than_570_26_unsupported(api, catalog) -> None:  # type: ignore[no-untyped-def]
+    entries = by_slug(recommend(api, _merge(LLAMA_70B, {"runtime": {"cuda_version": "12.8"}}), vendor="nvidia"))
+    drivers = {slug: entry["configuration"]["driver_version"] for slug, entry in entries.items()}
+    old = {slug for slug, driver in drivers.items() if version_key(driver) < version_key("570.26")}
+    assert old and old != set(drivers)
+    for slug, entry in entries.items():
+        driver_reasons = [r for r in entry["reasons"] if r["rule"] == "driver"]
+        assert (entry["verdict"] == "unsupported" and bool(driver_reasons)) == (slug in old), slug
+
+
+# --- Filters and top ---------------------------------------------------------------------------------------
+
+
+def test_filters_keep_only_matching_configurations_and_top_cuts_the_ranked_list(api, catalog) -> None:  # type: ignore[no-untyped-def]
+    amd = set(
+        Configuration.objects.filter(accelerator__architecture__vendor__slug="amd").values_list("slug", flat=True)
+    )
+    assert set(by_slug(recommend(api, LLAMA_70B, vendor="amd"))) == amd
+    small = recommend(api, LLAMA_70B, max_devices=2)["recommendations"]
+    assert small and all(e["configuration"]["device_count"] <= 2 for e in small)
+    cheap = recommend(api, LLAMA_70B, max_price="12.5")["recommendations"]
+    assert cheap and all(e["cost"] is not None and e["cost"]["usd_per_hour"] <= 12.5 for e in cheap)
+    everything = recommend(api, LLAMA_70B)["recommendations"]
+    first = recommend(api, LLAMA_70B, top=3)["recommendations"]
+    assert [e["configuration"]["slug"] for e in first] == [e["configuration"]["slug"] for e in everything[:3]]
+    assert len(everything) == Configuration.objects.count()
+
+
+# --- Stored workloads and who may see them -----------------------------------------------------------------
+
+
+def test_a_stored_workload_gets_its_recommendations_and_another_users_is_a_404(  # type: ignore[no-untyped-def]
+    api, other_api, user, catalog
+) -> None:
+    workload = workload_create(owner=user, data=LLAMA_70B)
+    response = api.get(f"/api/v1/workloads/{workload.pk}/recommendations/?top=5")
+    assert response.status_code == 200
+    answer = response.json()
+    assert answer["workload"]["id"] == workload.pk
+    assert answer["workload"]["description"] == workload.description
+    assert len(answer["recommendations"]) == 5
+    assert other_api.get(f"/api/v1/workloads/{workload.pk}/recommendations/").status_code == 404
+    assert api.get("/api/v1/workloads/999999/recommendations/").status_code == 404
+
+
+def test_anonymous_requests_are_refused(anon_api, user, catalog) -> None:  # type: ignore[no-untyped-def]
+    workload = workload_create(owner=user, data=LLAMA_70B)
+    assert anon_api.get(f"/api/v1/workloads/{workload.pk}/recommendations/").status_code == 401
+    assert anon_api.post("/api/v1/recommend", LLAMA_70B, format="json").status_code == 401
+
+
+# --- 400s naming the field ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "query,field,allowed",
+    [
+        ("top=0", "top", "from 1 to 200"),
+        ("top=201", "top", "from 1 to 200"),
+        ("top=many", "top", "from 1 to 200"),
+        ("vendor=acme", "vendor", "nvidia, amd, intel, generic"),
+        ("max_devices=0", "max_devices", "from 1 to 1024"),
+        ("max_price=-1", "max_price", "at least 0"),
+        ("max_price=nan", "max_price", "at least 0"),
+    ],
+)
+def test_bad_query_parameters_are_400s_naming_the_parameter_and_allowed_values(  # type: ignore[no-untyped-def]
+    api, user, catalog, query, field, allowed
+) -> None:
+    workload = workload_create(owner=user, data=LLAMA_70B)
+    for response in (
+        api.post(f"/api/v1/recommend?{query}", LLAMA_70B, format="json"),
+        api.get(f"/api/v1/workloads/{workload.pk}/recommendations/?{query}"),
+    ):
+        assert response.status_code == 400
+        assert list(response.json()) == [field]
+        assert allowed in response.json()[field][0]
+
+
+def test_a_bad_workload_body_is_a_400_naming_the_field_like_the_estimate(api, catalog) -> None:  # type: ignore[no-untyped-def]
+    body = _merge(LLAMA_70B, {"inference": {"concurrent_sessions": 0}})
+    response = api.post("/api/v1/recommend", body, format="json")
+    assert response.status_code == 400
+    assert response.json() == api.post("/api/v1/estimate", body, format="json").json()
+    assert "inference.concurrent_sessions" in response.json()
+    assert api.post("/api/v1/recommend", [], format="json").status_code == 400
+
+
+# --- Evidence from acceptance measurements -----------------------------------------------------------------
+
+
+def _measured_order(user, ratio: float):  # type: ignore[no-untyped-def]
+    """An order of QWEN_7B on one H100 with an acceptance job whose device_used peak is ``ratio`` × the estimate."""
+    workload = workload_create(owner=user, data=QWEN_7B)
+    configuration = Configuration.objects.get(slug=H100_X1)
+    order = measurement_services.order_create(owner=user, workload=workload, configuration=configuration)
+    job = AcceptanceJob.objects.create(order=order)
+    estimated, _ = acceptance.estimated_views(order.budget)["device_used"]
+    peaks = {"device_used_bytes": int(estimated * ratio), "host_rss_bytes": 3 * 2**30, "reasons": {}}
+    measurement, _ = measurement_services.measurement_record(
+        order, measurement_document(peaks=peaks), source=MeasurementSource.JOB, job=job
+    )
+    return order, job, measurement
+
+
+def test_an_acceptance_measurement_shows_as_evidence_and_sets_the_calibrated_margin(  # type: ignore[no-untyped-def]
+    api, other_api, user, catalog
+) -> None:
+    before = by_slug(recommend(api, QWEN_7B))[H100_X1]
+    assert before["evidence"]["level"] == "estimate_only"
+    order, job, measurement = _measured_order(user, ratio=1.5)
+
+    entry = by_slug(recommend(api, QWEN_7B))[H100_X1]
+    evidence = entry["evidence"]
+    assert evidence["level"] == "measured_here"
+    assert f"#{measurement.pk}" in evidence["sentence"]
+    linked = {(m["measurement"], m["order"], m["job"], m["configuration"]) for m in evidence["measurements"]}
+    assert linked == {(measurement.pk, order.pk, job.pk, H100_X1)}
+    margin = entry["margin"]
+    assert margin["set_by"] == "calibration_spread"
+    assert margin["bytes"] == margin["candidates"]["calibration_spread"] == int(0.5 * entry["per_device_bytes"])
+    assert "1 acceptance measurement" in evidence["correction"]  # one run: a spread, not yet a correction
+    assert "1 acceptance measurement" in entry["latency"]["correction"]  # its ms per output token too
+    others = [e for slug, e in by_slug(recommend(api, QWEN_7B)).items() if slug.startswith("h100-") and slug != H100_X1]
+    assert {e["evidence"]["level"] for e in others} == {"measured_architecture"}
+
+    assert by_slug(recommend(other_api, QWEN_7B))[H100_X1]["evidence"]["level"] == "estimate_only"  # not theirs
+
+
+# --- The schema and a real answer agree ---------------------------------------------------------------------
+
+
+def _schema() -> dict[str, Any]:
+    document = SchemaGenerator().get_schema(request=None, public=True)
+    return json.loads(OpenApiJsonRenderer().render(document, renderer_context={}))
+
+
+def _keys_match(serializer: type, value: dict[str, Any], *, subset: bool = False) -> None:
+    fields = set(serializer().fields)
+    assert (set(value) <= fields) if subset else (set(value) == fields), (serializer.__name__, set(value) ^ fields)
+
+
+def test_a_real_answer_validates_against_the_schema_and_mirrors_each_dataclass(api, user, catalog) -> None:  # type: ignore[no-untyped-def]
+    _measured_order(user, ratio=1.1)
+    schema = _schema()
+    operation = schema["paths"]["/api/v1/recommend/"]["post"]["responses"]["200"]["content"]["application/json"]
+    validator = jsonschema_rs.validator_for({**operation["schema"], "components": schema["components"]})
+    answers = [recommend(api, QWEN_7B), recommend(api, LLAMA_70B), recommend(api, _merge(LLAMA_70B, {
+        "precision": {"weights": "fp8"}}))]  # fmt: skip
+    for answer in answers:
+        errors = [str(error) for error in validator.iter_errors(answer)]
+        assert not errors, errors[:3]
+    _keys_match(shapes.RecommendationsSerializer, answers[0])
+    _keys_match(shapes.RecommendedWorkloadSerializer, answers[0]["workload"])
+    entries = [entry for answer in answers for entry in answer["recommendations"]]
+    parts = {
+        "configuration": shapes.ConfigurationRefSerializer,
+        "plan": shapes.PlanSerializer,
+        "margin": shapes.MarginSerializer,
+        "evidence": shapes.EvidenceSerializer,
+        "latency": shapes.LatencySerializer,
+        "cost": shapes.CostSerializer,
+    }
+    seen = {name: False for name in [*parts, "reasons", "measurements", "nearest_changes"]}
+    for entry in entries:
+        _keys_match(shapes.RecommendationSerializer, entry)
+        _keys_match(shapes.SuggestedSettingsSerializer, entry["suggested_settings"], subset=True)
+        for name, serializer in parts.items():
+            if entry[name] is not None:
+                _keys_match(serializer, entry[name])
+                seen[name] = True
+        for reason in entry["reasons"]:
+            _keys_match(shapes.ReasonSerializer, reason)
+            seen["reasons"] = True
+        for measured in entry["evidence"]["measurements"]:
+            _keys_match(shapes.EvidenceMeasurementSerializer, measured)
+            seen["measurements"] = True
+        for change in entry["suggested_settings"].get("nearest_changes", []):
+            _keys_match(shapes.ChangeSerializer, change)
+            _keys_match(shapes.PlanSerializer, change["plan"])
+            seen["nearest_changes"] = True
+    assert all(seen.values()), seen  # every part was present in some answer, so every part was compared
