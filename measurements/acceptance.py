@@ -225,12 +225,16 @@ def estimated_views(budget: Mapping[str, Any]) -> dict[str, tuple[int, str]]:
     A budget with ``per_device.views`` says it directly. Otherwise: on ``cpu`` the total is the
     framework's allocated peak (WORKLOAD.md); on ``cuda`` the total is the device view, and the
     framework views leave out what the allocator does not hold (the CUDA context is ``runtime``; the
-    caching allocator's slack is ``fragmentation``, held in reserved but not allocated).
+    caching allocator's slack is ``fragmentation``, held in reserved but not allocated). A vLLM budget with a
+    device memory also predicts ``vllm_need`` (``serving.need_bytes``).
     """
+    need = (budget.get("serving") or {}).get("need_bytes")
+    vllm = {"vllm_need": (int(need), "serving.need_bytes")} if isinstance(need, int) and need > 0 else {}
     per_device = budget.get("per_device") or {}
     views = per_device.get("views")
     if isinstance(views, Mapping) and views:
-        return {name: (int(v["bytes"]), f"per_device.views.{name}") for name, v in views.items() if "bytes" in v}
+        named = {name: (int(v["bytes"]), f"per_device.views.{name}") for name, v in views.items() if "bytes" in v}
+        return named | vllm
     total = int(per_device["total"]["bytes"])
     if budget.get("device") == "cpu":
         return {"framework_allocated": (total, "per_device.total (cpu: tensor bytes)")}
@@ -240,7 +244,7 @@ def estimated_views(budget: Mapping[str, Any]) -> dict[str, tuple[int, str]]:
         "device_used": (total, "per_device.total"),
         "framework_reserved": (total - runtime, "per_device.total − runtime"),
         "framework_allocated": (total - runtime - slack, "per_device.total − runtime − fragmentation"),
-    }
+    } | vllm
 
 
 def view_ratios(peaks: Mapping[str, int | None], budget: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:

@@ -504,6 +504,8 @@ def measurement_record(
     if existing is not None:
         return existing, False
     peaks = parsed.peaks.by_view()
+    need, _ = acceptance.vllm_need(parsed.program_report, _needed_kv_tokens(order))
+    judged = peaks | ({"vllm_need": need} if need is not None else {})
     try:
         with transaction.atomic():
             measurement = Measurement.objects.create(
@@ -519,7 +521,7 @@ def measurement_record(
                 host_rss_peak_bytes=peaks["host_rss"],
                 document=parsed.dump(),
                 budget=order.budget,
-                ratios=acceptance.view_ratios(peaks, order.budget),
+                ratios=acceptance.view_ratios(judged, order.budget),
             )
     except IntegrityError:  # the same run posted concurrently: the other request stored it
         return Measurement.objects.get(order=order, upload_key=parsed.run_id), False

@@ -217,13 +217,13 @@ def need_bytes(budget: Budget, share: int | None) -> int:
     vLLM preallocates its pool to ``gpu_memory_utilization`` × T whatever the workload, so its device
     total says nothing about the workload; what it needs is the non-KV part of its share (u·T − the KV it
     could give) plus the KV the workload's sessions fill: weights + profile-run peak + non-torch + graphs
-    + needed KV, the same figure acceptance judges a vLLM run by (``measurements.acceptance.vllm_need``).
-    Other engines need their peak.
+    + needed KV — the serving plan's ``need_bytes``, the same figure acceptance judges a vLLM run by
+    (``measurements.acceptance.vllm_need``). Other engines need their peak.
     """
     serving = budget.serving
-    if share is None or serving is None or serving.available_kv_bytes is None:
+    if share is None or serving is None or serving.need_bytes is None:
         return budget.per_device.total_bytes
-    return share - serving.available_kv_bytes + serving.kv_bytes_needed
+    return serving.need_bytes
 
 
 class Evaluator:

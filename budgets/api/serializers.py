@@ -87,6 +87,12 @@ class ServingSerializer(serializers.Serializer):
     profile = serializers.CharField(
         allow_null=True, required=False, help_text="The vLLM release profile used, e.g. '0.11' (0.11–0.20)."
     )
+    need_bytes = serializers.IntegerField(
+        allow_null=True,
+        required=False,
+        help_text="What the workload needs of vLLM's share: weights, profile-run peak, non-torch memory and CUDA"
+        " graphs, plus the KV its sessions fill; what an acceptance job's vllm_need view measures.",
+    )
 
 
 class BudgetSerializer(serializers.Serializer):

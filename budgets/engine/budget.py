@@ -107,6 +107,9 @@ class ServingPlan:
     max_num_batched_tokens: int | None = None  # the profiling batch, tokens
     profile: str | None = None  # the vLLM release profile used ("0.11")
     available_kv_bytes: int | None = None  # u·T − non-KV before clamping at 0 (negative when it fails), bytes
+    # what the workload needs of vLLM's share: the non-KV part (weights, profile-run peak, non-torch, graphs)
+    # + the KV its sessions fill; the figure an acceptance job's `vllm_need` view measures, bytes
+    need_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +163,7 @@ class Budget:
                 "max_num_seqs": s.max_num_seqs,
                 "max_num_batched_tokens": s.max_num_batched_tokens,
                 "profile": s.profile,
+                "need_bytes": s.need_bytes,
             }
         return out
 

@@ -334,6 +334,7 @@ def serving_plan(p: PoolInputs, needed_bytes: int) -> ServingPlan:
         reason=reason,
         shortfall_bytes=None if starts else one_request - kv,
         available_kv_bytes=kv,
+        need_bytes=int(p.device_memory_bytes * p.utilization) - kv + needed_bytes,
     )
 
 

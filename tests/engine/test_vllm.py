@@ -303,3 +303,25 @@ def test_scheduler_fields_out_of_range_name_the_field(field, value, allowed):
 def test_batched_tokens_below_max_num_seqs_is_refused():
     errs = _errors({"inference": {"max_num_seqs": 512, "max_num_batched_tokens": 256}})
     assert "at least max_num_seqs (512)" in errs["inference.max_num_batched_tokens"][0]
+
+
+def test_the_need_is_what_the_sessions_use_whatever_the_device_holds() -> None:
+    # vLLM preallocates u·T, so its device total grows with T; what the workload needs of that share (weights,
+    # profile-run peak, non-torch, graphs, and the KV its sessions fill) does not, and grows by exactly the
+    # KV bytes of one more session's tokens
+    def serving(sessions: int, device_gib: float) -> dict:
+        w = Workload.model_validate(
+            {
+                "task": "inference",
+                "model": {"preset": "llama-3.1-8b"},
+                "precision": {"weights": "bf16"},
+                "inference": {"engine": "vllm", "max_input_tokens": 4096, "max_output_tokens": 512,
+                              "concurrent_sessions": sessions, "max_num_seqs": 256, "max_num_batched_tokens": 8192},
+            }
+        )  # fmt: skip
+        return estimate(w, device_memory_bytes=int(device_gib * 2**30)).as_contract()["serving"]
+
+    small, large, more = serving(8, 79.19), serving(8, 139.8), serving(9, 79.19)
+    assert small["need_bytes"] == large["need_bytes"]
+    assert small["kv_pool_bytes"] < large["kv_pool_bytes"]
+    assert more["need_bytes"] - small["need_bytes"] == small["kv_bytes_per_token"] * (4096 + 512)

@@ -78,6 +78,16 @@ def test_ratios_compare_each_view_with_the_budget_figure_that_predicts_it() -> N
     assert view_ratios({"framework_allocated": 1100}, cpu)["framework_allocated"]["ratio"] == pytest.approx(1.1)
 
 
+def test_a_vllm_budget_predicts_the_vllm_need_view() -> None:
+    # the engine's serving block says what the workload needs of vLLM's share; a measured vllm_need (from
+    # vLLM's own start-up report) is compared with it, like with like
+    vllm_budget = {**BUDGET, "serving": {"need_bytes": 40 * GIB, "kv_pool_bytes": 50 * GIB}}
+    ratios = view_ratios({"vllm_need": 44 * GIB, "device_used": 72 * GIB}, vllm_budget)
+    assert ratios["vllm_need"] == {"measured_bytes": 44 * GIB, "estimated_bytes": 40 * GIB, "ratio": 1.1,
+                                   "basis": "serving.need_bytes"}  # fmt: skip
+    assert "vllm_need" not in view_ratios({"vllm_need": 44 * GIB}, BUDGET)  # no serving block, no estimate
+
+
 def test_order_transitions_follow_the_table() -> None:
     check_transition("draft", "acceptance_pending")
     check_transition("accepted", "confirmed")

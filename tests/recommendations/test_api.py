@@ -214,6 +214,47 @@ def test_an_acceptance_measurement_shows_as_evidence_and_sets_the_calibrated_mar
     assert by_slug(recommend(other_api, QWEN_7B))[H100_X1]["evidence"]["level"] == "estimate_only"  # not theirs
 
 
+VLLM_8B = {
+    "name": "llama-3.1-8b-chat",
+    "model": {"preset": "llama-3.1-8b"},
+    "precision": {"weights": "bf16"},
+    "inference": {"engine": "vllm", "max_input_tokens": 4096, "max_output_tokens": 512, "concurrent_sessions": 8},
+}
+
+
+def test_a_vllm_measurement_calibrates_the_need_it_is_judged_by(api, user, catalog) -> None:  # type: ignore[no-untyped-def]
+    # a vLLM run is judged (and calibrated) on what its start-up report says the workload needs of vLLM's
+    # share (view vllm_need), compared with the engine's serving.need_bytes: like with like
+    workload = workload_create(owner=user, data=VLLM_8B)
+    order = measurement_services.order_create(
+        owner=user, workload=workload, configuration=Configuration.objects.get(slug=H100_X1)
+    )
+    serving = order.budget["serving"]
+    tokens = 8 * (4096 + 512)
+    kv_needed = serving["kv_bytes_per_token"] * tokens
+    report = {  # vLLM's own figures: the KV part as the engine has it, the rest 1.5 × the engine's need
+        "engine": "vllm",
+        "engine_report": {
+            "weights_bytes": int(1.5 * serving["need_bytes"]) - kv_needed,
+            "kv_cache_bytes": serving["kv_bytes_per_token"] * 4 * tokens,
+            "kv_cache_tokens": 4 * tokens,
+        },
+    }
+    measurement, _ = measurement_services.measurement_record(
+        order,
+        measurement_document(program_report=report),
+        source=MeasurementSource.JOB,
+        job=AcceptanceJob.objects.create(order=order),
+    )
+    assert measurement.ratios["vllm_need"]["ratio"] == pytest.approx(1.5, abs=1e-3)
+    assert measurement.ratios["vllm_need"]["basis"] == "serving.need_bytes"
+
+    entry = by_slug(recommend(api, VLLM_8B))[H100_X1]
+    assert entry["evidence"]["level"] == "measured_here"
+    assert entry["margin"]["set_by"] == "calibration_spread"
+    assert entry["margin"]["bytes"] == pytest.approx(0.5 * entry["per_device_bytes"], rel=1e-3)
+
+
 # --- The schema and a real answer agree ---------------------------------------------------------------------
 
 
