@@ -68,3 +68,8 @@ def test_a_missing_file_exits_2(catalog, tmp_path) -> None:  # type: ignore[no-u
 def test_top_outside_1_to_200_is_refused(catalog, llama_file) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(CommandError, match="from 1 to 200"):
         run(str(llama_file), "--top", "201")
+
+
+def test_an_empty_catalog_says_to_load_it(llama_file) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(CommandError, match="make catalog"):
+        run(str(llama_file))

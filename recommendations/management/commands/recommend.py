@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterable
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
 from budgets.management.commands.estimate import validated
 from budgets.services import BudgetOutOfRange
@@ -73,6 +74,13 @@ class Command(BaseCommand):
             raise CommandError(str(exc), returncode=BAD_INPUT) from None
         except BudgetOutOfRange as exc:
             raise CommandError(f"{file}: {exc}", returncode=BAD_INPUT) from None
+        except DatabaseError as exc:  # a fresh checkout: no tables, or no catalog in them
+            raise CommandError(
+                f"the catalog cannot be read ({exc}); load it first: `make catalog`"
+                " (manage.py migrate && manage.py loadcatalog)"
+            ) from None
+        if not entries:
+            raise CommandError("the catalog has no configurations to rank; load it first: `make catalog`")
         if format == "json":
             self.stdout.write(json.dumps(recommendations_payload(spec, entries), indent=2))
         else:
