@@ -1,4 +1,5 @@
-"""Workloads in the admin: the stored description, and the budget as a table and a stacked bar."""
+"""Workloads in the admin: the stored description, the budget as a table and a stacked bar, and the
+workload's recommendations (``recommendations.admin_views``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.utils.safestring import SafeString
 from pydantic import ValidationError
 
 from catalog.units import format_bytes
+from recommendations.admin_views import workload_recommendations
 
 from . import services
 from .engine import validation_errors
@@ -35,17 +37,13 @@ class WorkloadAdmin(admin.ModelAdmin):
     list_filter = ["task", "model_label"]
     search_fields = ["name", "model_label", "owner__username"]
     list_select_related = ["owner"]
-    readonly_fields = ["budget_bar", "budget_table", "assumptions", "pretty_description", "estimated_at"]
-    fields = [
-        "name",
-        "owner",
-        "task",
-        "model_label",
-        "budget_bar",
-        "budget_table",
-        "assumptions",
-        "pretty_description",
-        "estimated_at",
+    readonly_fields = ["budget_bar", "budget_table", "assumptions", "recommendations", "pretty_description",
+                       "estimated_at"]  # fmt: skip
+    fieldsets = [
+        (None, {"fields": ["name", "owner", "task", "model_label"]}),
+        ("Budget", {"fields": ["budget_bar", "budget_table", "assumptions"]}),
+        ("Recommendations", {"fields": ["recommendations"]}),
+        ("Description", {"fields": ["pretty_description", "estimated_at"]}),
     ]
     actions = ["reestimate"]
 
@@ -120,6 +118,10 @@ class WorkloadAdmin(admin.ModelAdmin):
     def assumptions(self, obj: Workload) -> SafeString | str:
         items = (obj.budget or {}).get("assumptions", [])
         return format_html("<ul>{}</ul>", format_html_join("", "<li>{}</li>", ((a,) for a in items))) if items else "—"
+
+    @admin.display(description="ranked configurations")
+    def recommendations(self, obj: Workload) -> SafeString:
+        return workload_recommendations(obj, COMPONENT_COLOURS)
 
     @admin.display(description="description (JSON)")
     def pretty_description(self, obj: Workload) -> SafeString:

@@ -193,6 +193,7 @@ class CudaToolkit(models.Model):
 
     class Meta:
         ordering = ["-version_key"]
+        verbose_name = "CUDA toolkit"
 
     def __str__(self) -> str:
         return f"CUDA {self.version}"
@@ -218,6 +219,7 @@ class PyTorchWheel(models.Model):
 
     class Meta:
         ordering = ["torch_versions", "variant"]
+        verbose_name = "PyTorch wheel"
         constraints = [
             models.UniqueConstraint(fields=["torch_versions", "variant"], name="pytorch_wheel_unique_variant"),
         ]

@@ -16,6 +16,7 @@ from django.db.models import QuerySet
 
 from budgets.engine import Workload as WorkloadSpec
 from budgets.services import budget_compute, workload_validate
+from measurements.calibration import CalibrationRecord
 from measurements.models import Measurement
 from measurements.services import calibration_records, workload_summary
 
@@ -70,9 +71,15 @@ def _latency_estimator(views: dict[str, ConfigurationView]):  # type: ignore[no-
     return estimate
 
 
-def calibration_for(spec: WorkloadSpec, views: Iterable[ConfigurationView], user: Any | None) -> Calibration:
+def acceptance_records(views: Iterable[ConfigurationView], user: Any | None) -> list[CalibrationRecord]:
+    """Every calibration record of the measurements ``user`` may see (None: all), the latency view
+    compared with the recommender's roofline on ``views``."""
     by_slug = {view.slug: view for view in views}
-    records = calibration_records(_visible_measurements(user), estimate_ms_per_output_token=_latency_estimator(by_slug))
+    return calibration_records(_visible_measurements(user), estimate_ms_per_output_token=_latency_estimator(by_slug))
+
+
+def calibration_for(spec: WorkloadSpec, views: Iterable[ConfigurationView], user: Any | None) -> Calibration:
+    records = acceptance_records(views, user)
     return Calibration.build(records, workload_summary(spec.model_dump(mode="json", exclude_none=False)))
 
 

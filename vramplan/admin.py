@@ -1,0 +1,26 @@
+"""The vramplan admin site: branded, with the calibration page beside the measurements.
+
+Installed through ``vramplan.apps.AdminConfig`` (Django's documented way to replace the default site), so
+every ``@admin.register`` in the apps lands here.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, URLResolver, path
+
+from recommendations.admin_views import calibration_view
+
+
+class VramplanAdminSite(admin.AdminSite):
+    site_header = "vramplan"
+    site_title = "vramplan admin"
+    index_title = "Catalog, workloads, orders and measurements"
+
+    def get_urls(self) -> list[URLResolver | URLPattern]:
+        calibration = path("measurements/calibration/", self.admin_view(self.calibration), name="calibration")
+        return [calibration, *super().get_urls()]
+
+    def calibration(self, request: HttpRequest) -> HttpResponse:
+        return calibration_view(request, self)
