@@ -169,8 +169,8 @@ def _summary(errs: list[float], inr: int, failures: int) -> str:
 
 SETS = (
     ("Tuning set", "the cases the engine was tuned against", TUNING_CASES),
-    # Round 5 was compared once as a hold-out (HOLDOUT.md) and then tuned on: no independent set until round 6.
-    ("Round-5 set", "first compared as a hold-out, then tuned on; see HOLDOUT.md", HOLDOUT_CASES),
+    # Round 6 (the hold-out) has not been tuned on; rounds 1-5 were, after their first comparison (HOLDOUT.md).
+    ("Round-6 hold-out", "compared once before tuning; see HOLDOUT.md", HOLDOUT_CASES),
 )
 
 

@@ -21,16 +21,17 @@ def test_holdout_and_tuning_sets_are_disjoint_and_cover_cases():
     round2 = _names(cases.HOLDOUT_ROUND2_CASES)
     round3 = _names(cases.HOLDOUT_ROUND3_CASES)
     round4 = _names(cases.ROUND4_CASES)
+    round5 = _names(cases.ROUND5_CASES)
     tuning = _names(cases.TUNING_CASES)
     holdout = _names(cases.HOLDOUT_CASES)
-    # tuning set = the 17 original cases + the round-1 to round-4 hold-outs (each moved up after its
+    # tuning set = the 17 original cases + the round-1 to round-5 hold-outs (each moved up after its
     # first comparison in HOLDOUT.md), in that order
-    assert (len(round1), len(round2), len(round3), len(round4)) == (11, 11, 12, 126)
-    assert tuning == original + round1 + round2 + round3 + round4
-    assert len(set(tuning)) == 177
-    # round-5 hold-out: the sampled grid on new configs, at least 120 fresh cases, none shared with tuning
-    assert holdout == _names(cases.round5_cases())
-    assert len(set(holdout)) == len(holdout) >= 120
+    assert (len(round1), len(round2), len(round3), len(round4), len(round5)) == (11, 11, 12, 126, 126)
+    assert tuning == original + round1 + round2 + round3 + round4 + round5
+    assert len(set(tuning)) == 303
+    # round-6 hold-out: one run per path per model type on new configs, none shared with tuning
+    assert holdout == _names(cases.round6_cases())
+    assert len(set(holdout)) == len(holdout) == 56
     assert not set(tuning) & set(holdout)
     assert _names(cases.CASES) == tuning + holdout
     assert all(cases.is_holdout(n) for n in holdout)
@@ -58,7 +59,7 @@ def _axes(w):
     return path, w["precision"]["weights"], w["runtime"]["attention"], batch
 
 
-@pytest.mark.parametrize(("designed", "batches"), [("ROUND4_CASES", (1, 4)), ("HOLDOUT_CASES", (1, 6))])
+@pytest.mark.parametrize(("designed", "batches"), [("ROUND4_CASES", (1, 4)), ("ROUND5_CASES", (1, 6))])
 def test_designed_rounds_cover_every_model_type_and_axis_value_in_balance(designed, batches):
     from budgets.engine.models import SUPPORTED_MODEL_TYPES
 
@@ -102,6 +103,13 @@ def test_round5_models_differ_from_round4_by_its_rule():
             assert kv != cfg["num_key_value_heads"] and heads % kv == 0, mt
         else:
             assert heads == 2 * cfg.get("num_attention_heads", cfg.get("n_head")), mt
+
+
+def test_round6_takes_every_path_of_every_model_type_once_with_both_precisions():
+    for mt in cases.ROUND4_MODEL_TYPES:
+        mine = [_axes(w) for w in cases.HOLDOUT_CASES if w["model"]["hf_config"]["model_type"] == mt]
+        assert sorted(a[0] for a in mine) == sorted(("gen-dynamic", "gen-contiguous", "train-none", "train-full"))
+        assert Counter(a[1] for a in mine) == {"fp32": 2, "bf16": 2}
 
 
 def test_round4_design_is_pairwise_balanced_and_the_cosets_tile_the_grid():
@@ -149,7 +157,7 @@ def test_report_shows_each_set_and_overall():
     from benchmarks.accuracy.__main__ import load_results, report
 
     text, _ = report(load_results())
-    assert "### Tuning set (177 cases" in text
-    assert "### Round-5 set (" in text  # tuned on after its first comparison: not labelled a hold-out
-    assert "Round-5 set: median |error|" in text
+    assert "### Tuning set (303 cases" in text
+    assert "### Round-6 hold-out (" in text
+    assert "Round-6 hold-out: median |error|" in text
     assert "- All cases: median |error|" in text
