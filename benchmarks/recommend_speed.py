@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from budgets.engine import Workload  # noqa: E402
-from catalog.compat import ComputeCapability, Facts, Toolkit, Wheel  # noqa: E402
+from catalog.compat import Facts, Toolkit, Wheel  # noqa: E402
 from catalog.usable import accelerator_usable_memory, host_usable_memory  # noqa: E402
 from recommendations.plans import ConfigurationView  # noqa: E402
 from recommendations.recommend import recommend  # noqa: E402
@@ -66,14 +66,9 @@ def _facts(config: dict, gpu: dict | None) -> Facts:
     if gpu is None:
         return Facts(f"{config['name']} (CPU only)", host_cpu_architecture=config["host_cpu_architecture"],
                      toolkits=toolkits, wheels=wheels)  # fmt: skip
-    arch = _by_slug("architectures.json")[gpu["architecture"]]
-    major, minor = arch["compute_capability_major"], arch["compute_capability_minor"]
-    return Facts(
-        label=gpu["name"],
-        vendor=arch["vendor"],
-        compute_capability=ComputeCapability(major, minor) if major is not None else None,
-        gfx_target=arch["gfx_target"],
-        native_precisions=frozenset(arch["precisions"]),
+    return Facts.of_device(
+        gpu["name"],
+        _by_slug("architectures.json")[gpu["architecture"]],
         driver_version=config["driver_version"],
         host_cpu_architecture=config["host_cpu_architecture"],
         toolkits=toolkits,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
-from .compat import ComputeCapability, Facts, Toolkit, Wheel, normalize_precision
+from .compat import Facts, Toolkit, Wheel
 from .models import Configuration, CudaToolkit, PyTorchWheel
 from .usable import UsableMemory
 
@@ -45,16 +45,18 @@ def configuration_facts(configuration: Configuration, tables: CompatTables) -> F
             wheels=tables.wheels,
         )
     architecture = accelerator.architecture
-    capability = None
-    if architecture.compute_capability_major is not None:
-        capability = ComputeCapability(architecture.compute_capability_major, architecture.compute_capability_minor)
-    target = f"CC {capability}" if capability else architecture.gfx_target
-    return Facts(
-        label=f"{accelerator.name} ({architecture.family}, {target})",
-        vendor=architecture.vendor.slug,
-        compute_capability=capability,
-        gfx_target=architecture.gfx_target,
-        native_precisions=frozenset(normalize_precision(p.slug) for p in architecture.precisions.all()),
+    fields = {
+        "vendor": architecture.vendor.slug,
+        "compute_capability_major": architecture.compute_capability_major,
+        "compute_capability_minor": architecture.compute_capability_minor,
+        "gfx_target": architecture.gfx_target,
+        "precisions": [p.slug for p in architecture.precisions.all()],
+    }
+    major, minor = architecture.compute_capability_major, architecture.compute_capability_minor
+    target = f"CC {major}.{minor}" if major is not None else architecture.gfx_target
+    return Facts.of_device(
+        f"{accelerator.name} ({architecture.family}, {target})",
+        fields,
         driver_version=configuration.driver_version,
         host_cpu_architecture=configuration.host_cpu_architecture,
         toolkits=tables.toolkits,

@@ -8,7 +8,7 @@ built from a catalog row by ``catalog.selectors.configuration_facts``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +80,22 @@ class Facts:
     @property
     def is_nvidia_gpu(self) -> bool:
         return self.vendor == "nvidia"
+
+    @classmethod
+    def of_device(cls, label: str, architecture: Mapping[str, Any], **host: Any) -> Facts:
+        """The facts of an accelerator from its architecture's catalog fields (``vendor``,
+        ``compute_capability_major`` / ``_minor``, ``gfx_target``, ``precisions``) and the host's
+        (``driver_version``, ``host_cpu_architecture``, ``toolkits``, ``wheels``): one reading for the
+        database rows (``catalog.selectors``) and the fixture records (benchmarks, pure tests)."""
+        major, minor = architecture["compute_capability_major"], architecture["compute_capability_minor"]
+        return cls(
+            label=label,
+            vendor=architecture["vendor"],
+            compute_capability=ComputeCapability(major, minor) if major is not None else None,
+            gfx_target=architecture["gfx_target"] or "",
+            native_precisions=frozenset(normalize_precision(p) for p in architecture["precisions"]),
+            **host,
+        )
 
 
 Rule = Callable[[Requirements, Facts], list[Reason]]

@@ -6,7 +6,7 @@ import json
 from functools import cache
 from pathlib import Path
 
-from catalog.compat import ComputeCapability, Facts, Toolkit, Wheel
+from catalog.compat import Facts, Toolkit, Wheel
 
 CATALOG = Path(__file__).resolve().parents[2] / "fixtures" / "catalog"
 
@@ -28,16 +28,7 @@ def device_facts(accelerator: str, driver: str = "", host: str = "x86_64") -> Fa
     """Facts of one ``accelerator`` (a fixture slug) on a host with ``driver`` installed."""
     gpu = next(r for r in records("accelerators.json") if r["slug"] == accelerator)
     arch = next(r for r in records("architectures.json") if r["slug"] == gpu["architecture"])
-    major, minor = arch["compute_capability_major"], arch["compute_capability_minor"]
     toolkits, wheels = tables()
-    return Facts(
-        label=gpu["name"],
-        vendor=arch["vendor"],
-        compute_capability=ComputeCapability(major, minor) if major is not None else None,
-        gfx_target=arch["gfx_target"],
-        native_precisions=frozenset(arch["precisions"]),
-        driver_version=driver,
-        host_cpu_architecture=host,
-        toolkits=toolkits,
-        wheels=wheels,
+    return Facts.of_device(
+        gpu["name"], arch, driver_version=driver, host_cpu_architecture=host, toolkits=toolkits, wheels=wheels
     )

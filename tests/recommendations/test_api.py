@@ -4,7 +4,6 @@ the API, ownership, 400s, evidence from acceptance measurements, and the schema 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import jsonschema_rs
@@ -15,25 +14,22 @@ from drf_spectacular.renderers import OpenApiJsonRenderer
 from budgets.services import workload_create
 from catalog.models import Configuration
 from catalog.units import version_key
-from measurements import acceptance
 from measurements import services as measurement_services
 from measurements.choices import MeasurementSource
 from measurements.models import AcceptanceJob
 from recommendations.api import serializers as shapes
 from tests.measurements.helpers import measurement_document
 from tests.recommendations.catalog_views import _merge
+from tests.recommendations.measured import H100_X1, QWEN_7B, measured_workload
 
 pytestmark = pytest.mark.django_db
 
-ROOT = Path(__file__).resolve().parents[2]
 LLAMA_70B = {
     "name": "llama-3.1-70b-chat",
     "model": {"preset": "llama-3.1-70b"},
     "precision": {"weights": "bf16"},
     "inference": {"engine": "vllm", "max_input_tokens": 8192, "max_output_tokens": 1024, "concurrent_sessions": 16},
 }
-QWEN_7B = json.loads((ROOT / "fixtures" / "workloads" / "transformers-qwen2.5-7b-dynamic.json").read_text())
-H100_X1 = "h100-sxm-80gb-x1-r550"
 
 
 def recommend(api, body: dict[str, Any], **query: Any) -> dict[str, Any]:  # type: ignore[no-untyped-def]
@@ -176,26 +172,13 @@ def test_a_bad_workload_body_is_a_400_naming_the_field_like_the_estimate(api, ca
 # --- Evidence from acceptance measurements -----------------------------------------------------------------
 
 
-def _measured_order(user, ratio: float):  # type: ignore[no-untyped-def]
-    """An order of QWEN_7B on one H100 with an acceptance job whose device_used peak is ``ratio`` × the estimate."""
-    workload = workload_create(owner=user, data=QWEN_7B)
-    configuration = Configuration.objects.get(slug=H100_X1)
-    order = measurement_services.order_create(owner=user, workload=workload, configuration=configuration)
-    job = AcceptanceJob.objects.create(order=order)
-    estimated, _ = acceptance.estimated_views(order.budget)["device_used"]
-    peaks = {"device_used_bytes": int(estimated * ratio), "host_rss_bytes": 3 * 2**30, "reasons": {}}
-    measurement, _ = measurement_services.measurement_record(
-        order, measurement_document(peaks=peaks), source=MeasurementSource.JOB, job=job
-    )
-    return order, job, measurement
-
-
 def test_an_acceptance_measurement_shows_as_evidence_and_sets_the_calibrated_margin(  # type: ignore[no-untyped-def]
     api, other_api, user, catalog
 ) -> None:
     before = by_slug(recommend(api, QWEN_7B))[H100_X1]
     assert before["evidence"]["level"] == "estimate_only"
-    order, job, measurement = _measured_order(user, ratio=1.5)
+    _, measurement = measured_workload(user, ratio=1.5)
+    order, job = measurement.order, measurement.job
 
     entry = by_slug(recommend(api, QWEN_7B))[H100_X1]
     evidence = entry["evidence"]
@@ -269,7 +252,7 @@ def _keys_match(serializer: type, value: dict[str, Any], *, subset: bool = False
 
 
 def test_a_real_answer_validates_against_the_schema_and_mirrors_each_dataclass(api, user, catalog) -> None:  # type: ignore[no-untyped-def]
-    _measured_order(user, ratio=1.1)
+    measured_workload(user, ratio=1.1)
     schema = _schema()
     operation = schema["paths"]["/api/v1/recommend/"]["post"]["responses"]["200"]["content"]["application/json"]
     validator = jsonschema_rs.validator_for({**operation["schema"], "components": schema["components"]})
