@@ -12,7 +12,7 @@ from budgets.engine.components import activations as act
 from budgets.engine.components import training as tr
 from budgets.engine.dtypes import stored_bytes_per_weight
 from budgets.engine.models.presets import load_presets
-from budgets.engine.models.spec import from_architecture
+from budgets.engine.models.spec import ModelSpec, from_architecture
 from budgets.engine.profiles.generic import GENERIC
 from budgets.engine.profiles.litgpt import LITGPT
 
@@ -208,17 +208,18 @@ def test_optimizer_step_phase_follows_the_adamw_implementation() -> None:
 COMPILED_LLAMA_HELD = {4: 8_434_688, 2: 4_224_000}
 
 
+def _measured_llama(d: int) -> tuple[ModelSpec, act.Shape]:
+    """The model and shape both compiled measurements ran: 2 layers, h 256, 4 heads / 2 KV, MLP 688, 2 × 128."""
+    spec = from_architecture(
+        num_layers=2, hidden_size=256, num_attention_heads=4, intermediate_size=688, vocab_size=1000,
+        num_key_value_heads=2,
+    )  # fmt: skip
+    return spec, act.Shape(b=2, s=128, k=128, h=256, q=256, kv=128, heads=4, inter=688, vocab=1000, d=d)
+
+
 @pytest.mark.parametrize(("d", "measured"), sorted(COMPILED_LLAMA_HELD.items()))
 def test_compiled_layers_save_what_torch_compile_saved_on_cpu(d: int, measured: int) -> None:
-    spec = from_architecture(
-        num_layers=2,
-        hidden_size=256,
-        num_attention_heads=4,
-        intermediate_size=688,
-        vocab_size=1000,
-        num_key_value_heads=2,
-    )
-    x = act.Shape(b=2, s=128, k=128, h=256, q=256, kv=128, heads=4, inter=688, vocab=1000, d=d)
+    spec, x = _measured_llama(d)
     final_norm = 2 * x.tokens * x.h * d + x.tokens * 4  # input, output (the model's output), rsqrt per row
     assert act.compile_modelled(spec, "sdpa", "full")
     assert 2 * act.compiled_saved_per_layer(spec, x) + final_norm == measured
@@ -252,15 +253,7 @@ COMPILED_LORA_HELD = {("q_proj", "v_proj"): 3_141_632, tuple(tr.PROJECTIONS): 4_
 
 @pytest.mark.parametrize(("targets", "measured"), sorted(COMPILED_LORA_HELD.items()))
 def test_compiled_lora_layers_save_what_torch_compile_saved_on_cpu(targets: tuple, measured: int) -> None:
-    spec = from_architecture(
-        num_layers=2,
-        hidden_size=256,
-        num_attention_heads=4,
-        intermediate_size=688,
-        vocab_size=1000,
-        num_key_value_heads=2,
-    )
-    x = act.Shape(b=2, s=128, k=128, h=256, q=256, kv=128, heads=4, inter=688, vocab=1000, d=2)
+    spec, x = _measured_llama(2)
     kept = tr.kept_inputs("lora", list(targets), 8, None)
     final_norm = 2 * x.tokens * x.h * x.d + x.tokens * 4
     layers = 2 * act.compiled_saved_per_layer(spec, x, kept) - act.compiled_first_layer_unsaved(x)
