@@ -7,15 +7,20 @@
 4. fewer devices in the configuration;
 5. less wasted memory: usable memory of every device in the configuration less what the plan needs;
 6. the configuration's slug, so that equal entries keep one stable order.
+
+Which configurations are considered at all is the caller's ``Filters`` (vendor, devices, price).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from .verdicts import Verdict
 
 if TYPE_CHECKING:
+    from .plans import ConfigurationView
     from .recommend import Entry
 
 VERDICT_ORDER = {Verdict.FITS: 0, Verdict.TIGHT: 1, Verdict.DOES_NOT_FIT: 2, Verdict.UNSUPPORTED: 3}
@@ -47,3 +52,21 @@ def rank_key(entry: Entry) -> tuple[object, ...]:
         wasted_bytes(entry),
         entry.configuration["slug"],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Which configurations to consider; None means no limit."""
+
+    vendor: str | None = None  # a catalog vendor slug ("nvidia", "amd", …)
+    max_devices: int | None = None  # devices in the configuration
+    max_price: Decimal | None = None  # USD per hour; configurations without a price are left out when set
+
+    def keeps(self, view: ConfigurationView) -> bool:
+        if self.vendor is not None and view.facts.vendor != self.vendor:
+            return False
+        if self.max_devices is not None and view.device_count > self.max_devices:
+            return False
+        if self.max_price is not None:
+            return view.hourly_price_usd is not None and view.hourly_price_usd <= self.max_price
+        return True

@@ -8,7 +8,6 @@ all), and calls the pure ``recommend.recommend``.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -21,29 +20,12 @@ from measurements.models import Measurement
 from measurements.services import calibration_records, workload_summary
 
 from .plans import ConfigurationView
+from .ranking import Filters
 from .recommend import Calibration, Entry, recommend
 from .views_data import configuration_views
 
 DEFAULT_TOP = 10  # the ranked list an API page shows (benchmarks/recommend_speed.py times the same)
 MAX_TOP = 200
-
-
-@dataclass(frozen=True, slots=True)
-class Filters:
-    """Which configurations to consider; None means no limit."""
-
-    vendor: str | None = None  # a catalog vendor slug ("nvidia", "amd", …)
-    max_devices: int | None = None  # devices in the configuration
-    max_price: Decimal | None = None  # USD per hour; configurations without a price are left out when set
-
-    def keeps(self, view: ConfigurationView) -> bool:
-        if self.vendor is not None and view.facts.vendor != self.vendor:
-            return False
-        if self.max_devices is not None and view.device_count > self.max_devices:
-            return False
-        if self.max_price is not None:
-            return view.hourly_price_usd is not None and view.hourly_price_usd <= self.max_price
-        return True
 
 
 def _visible_measurements(user: Any | None) -> QuerySet[Measurement]:
