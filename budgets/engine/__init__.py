@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .budget import Budget, ComponentBudget, DeviceBudget, HostBudget, PhasePeak, ServingPlan, render_table
 from .errors import validation_errors
-from .estimate import estimate
+from .estimate import estimate, model_weight_bytes
 from .models.hf_config import SUPPORTED_MODEL_TYPES, UnsupportedModelError, from_hf_config
 from .models.parameters import ParameterCount, parameter_count
 from .models.presets import Preset, load_presets
@@ -30,6 +30,7 @@ __all__ = [
     "estimate",
     "from_hf_config",
     "load_presets",
+    "model_weight_bytes",
     "parameter_count",
     "render_table",
     "validation_errors",

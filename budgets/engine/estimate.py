@@ -9,6 +9,8 @@ The stages themselves come from `inference.py` and `training_stage.py`; this mod
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from . import parallel, profiles, vllm
 from .budget import (
     COMPONENT_NAMES,
@@ -67,17 +69,18 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None, device_
         par.sequence_parallel,
     )
     # every stage is budgeted; the busiest device is the one reported
-    best: tuple[DeviceBudget, str] | None = None
+    best: tuple[_Peaks, str] | None = None
     plans: list[ServingPlan] = []
     for stage in stages:
         st = _stage_phases(w, spec, stage, pc, total_params, device_memory_bytes, device_name)
         if st.serving is not None:
             plans.append(st.serving)
-        db = _device_budget(w, st, runtime_r, runtime_note, ws_base, device_name)
-        if best is None or db.total_bytes > best[0].total_bytes:
-            best = (db, stage.name)
+        peaks = _device_peaks(w, st, runtime_r, ws_base)
+        if best is None or peaks.total.bytes > best[0].total.bytes:
+            best = (peaks, stage.name)
     assert best is not None
-    db, stage_name = best
+    peaks, stage_name = best
+    db = peaks.budget(_notes(w, peaks.stage, runtime_note, device_name))
     serving = vllm.tightest(plans) if plans else None
     assumptions = _assumptions(w, stage_name, total_params)
     if serving is not None and w.inference is not None:
@@ -100,6 +103,33 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None, device_
         plan=plan,
         serving=serving,
     )
+
+
+def model_weight_bytes(workload: Workload) -> int:
+    """The whole model's weights as the workload stores them, bytes.
+
+    A floor for plan searches that skip plans without budgeting them: under any split, the busiest device
+    needs at least this over the devices sharing one copy of the model (tensor × pipeline; × data under
+    ZeRO-3). Every split only divides the same parts (``parallel.stage_parameters``) or adds to them
+    (replicated norms, a tied head's copy), and the first pipeline stage (ceil(L/p) layers and the
+    embedding) or the last (the head) holds at least the average share
+    (``tests/engine/test_behaviour.py::test_no_plan_needs_less_than_its_share_of_the_model_weights``).
+    """
+    w = workload
+    if w.task == "custom":
+        return 0
+    pc = parameter_count(w.spec)
+    total_params = (w.model.parameter_count if w.model else None) or pc.total
+    scale = total_params / pc.total if w.model and w.model.parameter_count else 1.0
+    value, _ = weight_bytes(
+        pc.layers_total * scale,
+        pc.embedding * scale,
+        (pc.lm_head + pc.final_norm) * scale,
+        w.precision.weights,
+        w.model.weights_bytes if w.model else None,
+        total_params,
+    )
+    return value
 
 
 def _stage_phases(
@@ -136,9 +166,33 @@ def _stage_phases(
     return st
 
 
-def _device_budget(
-    w: Workload, st: StagePhases, runtime_r: Range, runtime_note: str, ws_base: Range, device_name: str | None
-) -> DeviceBudget:
+@dataclass(frozen=True, slots=True)
+class _Peaks:
+    """One stage's largest phase and component maxima, before the notes (only the busiest stage's are
+    written: a pipeline's other stage is compared by its total)."""
+
+    stage: StagePhases
+    phases: tuple[PhasePeak, ...]
+    component_max: dict[str, list[int]]  # name → [low, bytes, high]
+    peak_phase: str
+    total: Range
+
+    def budget(self, notes: dict[str, str]) -> DeviceBudget:
+        m = self.component_max
+        comps = tuple(
+            ComponentBudget(name, m[name][0], m[name][1], m[name][2], notes.get(name, "")) for name in COMPONENT_NAMES
+        )
+        return DeviceBudget(
+            components=comps,
+            total_bytes=self.total.bytes,
+            total_low_bytes=self.total.low,
+            total_high_bytes=self.total.high,
+            peak_phase=self.peak_phase,
+            phases=self.phases,
+        )
+
+
+def _device_peaks(w: Workload, st: StagePhases, runtime_r: Range, ws_base: Range) -> _Peaks:
     """The stage's largest phase (with the components alive in every phase) plus fragmentation."""
     fixed = dict(st.fixed)
     fixed["workspace"] = fixed.get("workspace", ZERO) + ws_base
@@ -152,20 +206,8 @@ def _device_budget(
         st.preallocated,
     )
     comp_max["fragmentation"] = [fr.low, fr.bytes, fr.high]
-    notes = _notes(w, st, runtime_note, device_name)
-    comps = tuple(
-        ComponentBudget(name, comp_max[name][0], comp_max[name][1], comp_max[name][2], notes.get(name, ""))
-        for name in COMPONENT_NAMES
-    )
     total = Range(best_low + fr.low, best_bytes + fr.bytes, best_high + fr.high)
-    return DeviceBudget(
-        components=comps,
-        total_bytes=total.bytes,
-        total_low_bytes=total.low,
-        total_high_bytes=total.high,
-        peak_phase=best_name,
-        phases=tuple(phases),
-    )
+    return _Peaks(st, tuple(phases), comp_max, best_name, total)
 
 
 def _phase_peaks(

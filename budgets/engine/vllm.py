@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import lru_cache
 
 from .budget import ServingPlan
 from .models import ModelSpec
@@ -186,11 +187,13 @@ PROFILES: tuple[Profile, ...] = (
 )
 
 
+@lru_cache(maxsize=256)
 def parse_version(version: str) -> tuple[int, ...]:
     """The numeric release parts: "0.10.1.1" → (0, 10, 1, 1); suffixes (post1, rc1) are dropped."""
     return tuple(int(p) for p in re.findall(r"\d+", version.split("post")[0].split("rc")[0].split("dev")[0]))
 
 
+@lru_cache(maxsize=256)
 def profile_for(version: str) -> Profile:
     """The profile of the release; releases before 0.4 are approximated by the 0.4 one."""
     v = parse_version(version)
@@ -294,18 +297,17 @@ def loaded_modules_bytes(profile: Profile) -> int:
 def serving_plan(p: PoolInputs, needed_bytes: int) -> ServingPlan:
     """The pool vLLM allocates, its tokens and concurrency, and whether vLLM starts at all."""
     profile = profile_for(p.version)
-    base = ServingPlan(
-        kv_bytes_per_token=p.page_bytes_per_token,
-        kv_bytes_needed=needed_bytes,
-        kv_pool_bytes=None,
-        device_memory_bytes=p.device_memory_bytes,
-        max_model_len=p.max_model_len,
-        max_num_seqs=p.max_num_seqs,
-        max_num_batched_tokens=p.max_num_batched_tokens,
-        profile=profile.name,
-    )
     if not p.device_memory_bytes:
-        return base
+        return ServingPlan(
+            kv_bytes_per_token=p.page_bytes_per_token,
+            kv_bytes_needed=needed_bytes,
+            kv_pool_bytes=None,
+            device_memory_bytes=p.device_memory_bytes,
+            max_model_len=p.max_model_len,
+            max_num_seqs=p.max_num_seqs,
+            max_num_batched_tokens=p.max_num_batched_tokens,
+            profile=profile.name,
+        )
     graphs = CUDA_GRAPH_ESTIMATE_BYTES if profile.graphs_in_pool else 0
     kv = int(p.device_memory_bytes * p.utilization) - p.weights_bytes - p.activations_bytes
     kv -= non_torch_bytes(profile, p.tensor) + graphs
@@ -323,9 +325,15 @@ def serving_plan(p: PoolInputs, needed_bytes: int) -> ServingPlan:
             f" of KV cache, more than the {kv / GIB:.2f} GiB available"
         )
     per_longest = math.ceil(p.longest_request / p.block_tokens)
-    return replace(
-        base,
+    return ServingPlan(
+        kv_bytes_per_token=p.page_bytes_per_token,
+        kv_bytes_needed=needed_bytes,
         kv_pool_bytes=max(kv, 0),
+        device_memory_bytes=p.device_memory_bytes,
+        max_model_len=p.max_model_len,
+        max_num_seqs=p.max_num_seqs,
+        max_num_batched_tokens=p.max_num_batched_tokens,
+        profile=profile.name,
         max_concurrent_sessions_at_max_request=blocks // per_longest,
         max_request_tokens_at_concurrency=(blocks // p.sessions) * p.block_tokens,
         kv_pool_tokens=blocks * p.block_tokens,

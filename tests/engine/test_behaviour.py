@@ -8,10 +8,11 @@ Sources quoted as `file:line` are transformers 5.24.0 / torch 2.13.0, the versio
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from budgets.engine import Workload, estimate
+from budgets.engine import Workload, estimate, load_presets, model_weight_bytes
 
 BYTES = {"fp32": 4, "bf16": 2}
 EXAMPLES = settings(max_examples=25, deadline=None)
@@ -387,3 +388,40 @@ def test_a_shared_expert_adds_its_activations():
     assert part(train(qwen2_moe, b=2, s=320), "activations") - part(train(without, b=2, s=320), "activations") >= (
         3 * tokens * 640 * 4
     )
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8", "int4", "nf4"])
+def test_no_plan_needs_less_than_its_share_of_the_model_weights(precision: str) -> None:
+    """``model_weight_bytes`` is a floor the recommender's plan search relies on to skip plans unbudgeted:
+    whatever the split, the busiest device needs at least the model's weights over the devices that share
+    a copy — the budget's total, and vLLM's need of its pool share."""
+    checked = 0
+    for preset_id, preset in load_presets().items():
+        spec = preset.spec
+        tensors = [t for t in (1, 2, 4, 8) if spec.num_attention_heads % t == 0 and spec.num_kv_heads % t == 0]
+        for tensor in tensors:
+            for pipeline in [p for p in (1, 2, 3, 4) if p <= spec.num_layers]:
+                for task, engine in (("inference", "vllm"), ("inference", "transformers"), ("training", None)):
+                    body: dict = {
+                        "name": "floor",
+                        "task": task,
+                        "model": {"preset": preset_id},
+                        "precision": {"weights": precision},
+                        "parallelism": {"tensor": tensor, "pipeline": pipeline},
+                    }
+                    if task == "training":
+                        body["training"] = {"method": "qlora" if precision == "nf4" else "lora"}
+                        body["parallelism"] |= {"data": 4, "zero_stage": 3}
+                    elif precision == "nf4":
+                        continue  # nf4 is a training (QLoRA) storage format here
+                    else:
+                        body["inference"] = {"engine": engine, "max_input_tokens": 512, "max_output_tokens": 64}
+                    w = Workload.model_validate(body)
+                    floor = model_weight_bytes(w) // (tensor * pipeline * (4 if task == "training" else 1))
+                    budget = estimate(w, device_memory_bytes=80 * 2**30)
+                    assert budget.per_device.total_bytes >= floor, (preset_id, tensor, pipeline, task)
+                    serving = budget.serving
+                    if serving is not None and serving.need_bytes is not None and serving.starts:
+                        assert serving.need_bytes >= floor, (preset_id, tensor, pipeline, "vllm need")
+                    checked += 1
+    assert checked > 500
