@@ -73,6 +73,23 @@ class Facts:
     toolkits: tuple[Toolkit, ...] = ()
     wheels: tuple[Wheel, ...] = ()
 
+    def __hash__(self) -> int:
+        # the rules' results are remembered per (requirements, facts) (``recommendations.verdicts``); the
+        # toolkit and wheel tables are long and shared by every configuration, so each is hashed once
+        return hash(
+            (
+                self.label,
+                self.vendor,
+                self.compute_capability,
+                self.gfx_target,
+                self.native_precisions,
+                self.driver_version,
+                self.host_cpu_architecture,
+                _table_hash(self.toolkits),
+                _table_hash(self.wheels),
+            )
+        )
+
     @property
     def has_accelerator(self) -> bool:
         return bool(self.vendor)
@@ -96,6 +113,22 @@ class Facts:
             native_precisions=frozenset(normalize_precision(p) for p in architecture["precisions"]),
             **host,
         )
+
+
+#: id(table) → (the table, its hash). The entry holds the table, so its id is not reused while it is cached.
+_TABLE_HASHES: dict[int, tuple[tuple[Any, ...], int]] = {}
+_TABLE_HASHES_KEPT = 64
+
+
+def _table_hash(table: tuple[Any, ...]) -> int:
+    found = _TABLE_HASHES.get(id(table))
+    if found is not None and found[0] is table:
+        return found[1]
+    if len(_TABLE_HASHES) >= _TABLE_HASHES_KEPT:
+        _TABLE_HASHES.clear()
+    value = hash(table)
+    _TABLE_HASHES[id(table)] = (table, value)
+    return value
 
 
 Rule = Callable[[Requirements, Facts], list[Reason]]
