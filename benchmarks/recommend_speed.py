@@ -14,6 +14,7 @@ the first ``--top`` entries (what an API page asks for: settings are computed af
 entries returned only).
 
 Targets (issue 8, item 11): full catalog ≤ 50 ms median; 10,000 configurations ≤ 1 s median.
+Measured 2026-12-01 on this 2-core machine: 45 ms (top 10: 19 ms) and 484 ms (top 10: 242 ms).
 """
 
 from __future__ import annotations

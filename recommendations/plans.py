@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from budgets.engine import Budget, Workload, estimate
+from budgets.engine import Budget, Workload, estimate, model_weight_bytes
 from catalog.compat import Facts
 
 RECOMPUTE_FULL = "full"
@@ -239,6 +239,14 @@ class Evaluator:
         self.workload = workload
         self._cache: dict[tuple[int, str | None, Plan], PlanBudget] = {}
         self._memo: dict[tuple[Any, ...], Any] = {}
+        self._model_weights = model_weight_bytes(workload)
+
+    def weights_floor(self, plan: Plan) -> int:
+        """A floor of what the busiest device of ``plan`` needs, without budgeting it: the model's weights
+        (``budgets.engine.model_weight_bytes``) over the devices that share one copy of them (a serving
+        replica's; for training, ZeRO-3 also splits them over the data-parallel group)."""
+        sharing = plan.devices if self.workload.task == "training" else plan.devices_per_replica
+        return self._model_weights // sharing
 
     def memo(self, key: tuple[Any, ...], compute: Callable[[], T]) -> T:
         """A result derived from this workload's budgets (a verdict per configuration shape, its settings),
@@ -246,6 +254,10 @@ class Evaluator:
         if key not in self._memo:
             self._memo[key] = compute()
         return self._memo[key]
+
+    def memo_get(self, key: tuple[Any, ...]) -> Any:
+        """What ``memo`` computed for ``key``, or None."""
+        return self._memo.get(key)
 
     def evaluate(self, plan: Plan, usable_bytes: int, device_name: str | None) -> PlanBudget:
         key = (usable_bytes, device_name, plan)

@@ -26,7 +26,7 @@ from budgets.engine.schema import MAX_TOKENS
 from catalog import compat
 
 from .plans import ConfigurationView, Evaluator, PlanBudget
-from .verdicts import Corrections, Outcome, PlanAssessment, Verdict, assess_plan, checked, choose_plan
+from .verdicts import Corrections, Outcome, PlanAssessment, Verdict, assess_plan, checked, fitting_plan
 
 FP8 = "fp8"
 #: Fewer sessions or a shorter context are searched in sixteenths of the asked figure: a suggestion needs
@@ -78,9 +78,19 @@ def vllm_settings(pb: PlanBudget) -> dict[str, Any]:
     }
 
 
-def _largest(low: int, high: int, passes: Callable[[int], bool]) -> int:
-    """The largest x in [low, high] with passes(x), given passes(low) and a monotone ``passes``."""
+def _largest(low: int, high: int, passes: Callable[[int], bool], guess: int | None = None) -> int:
+    """The largest x in [low, high] with passes(x), given passes(low) and a monotone ``passes``.
+
+    A ``guess`` of the answer is checked first, with the value above it: two probes when it is right (one
+    when it is ``low``); when it is wrong, the interval the bisection goes on in is still narrower."""
     good, bad = low, high + 1
+    if guess is not None and good <= guess < bad:
+        if guess == good or passes(guess):
+            good = guess
+            if good + 1 < bad:
+                good, bad = (good + 1, bad) if passes(good + 1) else (good, good + 1)
+        else:
+            bad = guess
     while bad - good > 1:
         middle = (good + bad) // 2
         good, bad = (middle, bad) if passes(middle) else (good, middle)
@@ -138,7 +148,8 @@ class Change:
     budget: dict[str, Any]  # the per-device budget under the change: total and components, bytes
 
     def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        # shallow: the dict fields are built for this change alone (``_change``) and never changed after
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
 
 
 def _change(kind: str, description: str, changes: dict[str, Any], outcome: Outcome) -> Change:
@@ -157,33 +168,77 @@ def _change(kind: str, description: str, changes: dict[str, Any], outcome: Outco
     )
 
 
+def _slack(a: PlanAssessment) -> int:
+    """Bytes to spare beyond the margin (negative: short by that much)."""
+    return a.headroom_bytes - a.margin.bytes
+
+
 class _Search:
-    """What-if searches for one configuration."""
+    """What-if searches for one configuration; ``closest`` is the base workload's closest plan, whose
+    shortfall lets a search guess where the fitting values end."""
 
-    def __init__(self, view: ConfigurationView, variants: Variants, corrections: Corrections) -> None:
-        self.view, self.variants, self.corrections = view, variants, corrections
+    def __init__(
+        self, view: ConfigurationView, variants: Variants, corrections: Corrections, closest: PlanAssessment
+    ) -> None:
+        self.view, self.variants, self.corrections, self.closest = view, variants, corrections, closest
 
-    def outcome(self, key: tuple[Any, ...], make: Callable[[Workload], Workload]) -> Outcome:
-        return choose_plan(self.view, self.variants.get(key, make), self.corrections)
+    def fitting(self, key: tuple[Any, ...], make: Callable[[Workload], Workload]) -> Outcome | None:
+        """The variant's outcome on this configuration when it fits, else None."""
+        return fitting_plan(self.view, self.variants.get(key, make), self.corrections)
 
     def largest_fitting(
-        self, name: str, current: int, make: Callable[[int], Callable[[Workload], Workload]]
+        self,
+        name: str,
+        current: int,
+        make: Callable[[int], Callable[[Workload], Workload]],
+        growing_bytes: int,
+        fixed: int = 0,
     ) -> tuple[int, Outcome] | None:
         """The largest value below ``current`` under which the workload fits, searched over ``STEPS``
-        steps of ``current`` (every value when ``current`` ≤ ``STEPS``)."""
-        step = max(current // STEPS, 1)
+        steps of ``current`` (every value when ``current`` ≤ ``STEPS``).
 
-        def value(k: int) -> int:
-            return k * step
+        The first guess comes from the closest plan: ``growing_bytes`` of its need grow in proportion to
+        ``value + fixed`` (the KV cache with sessions or with prompt + output tokens, the activations with a
+        training batch or sequence), so its slack crosses the margin near
+        ``(current + fixed) × (1 + slack / growing_bytes) − fixed``. The guess and the value above it are
+        probed (two probes when it is right); when the guess does not fit, the smallest step is, and the
+        search bisects below the guess. A wrong guess costs probes, never the answer."""
+        step = max(current // STEPS, 1)
+        top = (current - 1) // step
+        if top < 1:
+            return None
+
+        def fitting(k: int) -> Outcome | None:
+            return self.fitting((name, k * step), make(k * step))
 
         def passes(k: int) -> bool:
-            return self.outcome((name, value(k)), make(value(k))).verdict == Verdict.FITS
+            return fitting(k) is not None
 
-        top = (current - 1) // step
-        if top < 1 or not passes(1):
+        slack = _slack(self.closest)
+        guess = None
+        if growing_bytes > 0 and slack < 0:
+            crossing = (current + fixed) * (1 + slack / growing_bytes) - fixed
+            guess = min(max(int(crossing // step), 1), top)
+        if guess is not None and passes(guess):
+            k = _largest(guess, top, passes, guess)
+        elif guess != 1 and passes(1):
+            k = _largest(1, (guess or top + 1) - 1, passes)
+        else:
             return None
-        k = _largest(1, top, passes)
-        return value(k), self.outcome((name, value(k)), make(value(k)))
+        found = fitting(k)
+        assert found is not None
+        return k * step, found
+
+
+def _component_bytes(a: PlanAssessment, *names: str) -> int:
+    components = {c.name: c.bytes for c in a.plan_budget.budget.per_device.components}
+    return sum(components.get(name, 0) for name in names)
+
+
+def _kv_needed_bytes(a: PlanAssessment) -> int:
+    """The KV cache the closest plan's sessions need per device (vLLM's pool aside)."""
+    serving = a.plan_budget.budget.serving
+    return serving.kv_bytes_needed if serving is not None else _component_bytes(a, "kv_cache")
 
 
 def _fewer(search: _Search, workload: Workload) -> list[Change]:
@@ -195,7 +250,10 @@ def _fewer(search: _Search, workload: Workload) -> list[Change]:
         current = workload.training.micro_batch_size
     else:
         return []
-    found = search.largest_fitting(field, current, lambda v: lambda w: _with(w, section, **{field: v}))
+    growing = (
+        _kv_needed_bytes(search.closest) if section == "inference" else _component_bytes(search.closest, "activations")
+    )
+    found = search.largest_fitting(field, current, lambda v: lambda w: _with(w, section, **{field: v}), growing)
     if found is None:
         return []
     value, outcome = found
@@ -211,15 +269,17 @@ def _shorter(search: _Search, workload: Workload) -> list[Change]:
             return lambda w: _with(w, "inference", max_input_tokens=value, max_model_len=value + output)
 
         field, current = "inference.max_input_tokens", workload.inference.max_input_tokens
+        growing, fixed = _kv_needed_bytes(search.closest), output
     elif workload.task == "training" and workload.training is not None:
 
         def make(value: int) -> Callable[[Workload], Workload]:
             return lambda w: _with(w, "training", sequence_length=value)
 
         field, current = "training.sequence_length", workload.training.sequence_length
+        growing, fixed = _component_bytes(search.closest, "activations"), 0
     else:
         return []
-    found = search.largest_fitting(field, current, make)
+    found = search.largest_fitting(field, current, make, growing, fixed)
     if found is None:
         return []
     value, outcome = found
@@ -232,8 +292,8 @@ def _fp8_kv(search: _Search, workload: Workload) -> list[Change]:
     variant = _with(workload, "precision", kv_cache=FP8)
     if checked(search.variants.base, compat.Requirements.from_workload(variant), search.view.facts):
         return []
-    outcome = search.outcome(("kv_cache", FP8), lambda w: variant)
-    if outcome.verdict != Verdict.FITS:
+    outcome = search.fitting(("kv_cache", FP8), lambda w: variant)
+    if outcome is None:
         return []
     return [_change("fp8_kv_cache", "an fp8 KV cache", {"precision.kv_cache": FP8}, outcome)]
 
@@ -247,8 +307,8 @@ def _more_devices(search: _Search, workload: Workload) -> list[Change]:
             bigger = dataclasses.replace(
                 view, device_count=count, nvlink_domain_size=count if linked else view.nvlink_domain_size
             )
-            outcome = choose_plan(bigger, search.variants.base, search.corrections)
-            if outcome.verdict == Verdict.FITS:
+            outcome = fitting_plan(bigger, search.variants.base, search.corrections)
+            if outcome is not None:
                 description = f"{count} devices instead of {view.device_count}"
                 return [_change("more_devices", description, {"device_count": count}, outcome)]
         count *= 2
@@ -256,10 +316,11 @@ def _more_devices(search: _Search, workload: Workload) -> list[Change]:
 
 
 def nearest_changes(
-    workload: Workload, view: ConfigurationView, variants: Variants, corrections: Corrections
+    workload: Workload, view: ConfigurationView, outcome: Outcome, variants: Variants, corrections: Corrections
 ) -> list[Change]:
     """Each change that alone would make the workload fit on ``view`` (module docstring)."""
-    search = _Search(view, variants, corrections)
+    assert outcome.assessment is not None
+    search = _Search(view, variants, corrections, outcome.assessment)
     return (
         _fewer(search, workload)
         + _fp8_kv(search, workload)
@@ -287,5 +348,7 @@ def suggested_settings(
     if a.latency is not None and a.latency.max_sessions_within_target is not None:
         settings["max_concurrency_within_latency_target"] = a.latency.max_sessions_within_target
     if outcome.verdict == Verdict.DOES_NOT_FIT:
-        settings["nearest_changes"] = [c.as_dict() for c in nearest_changes(workload, view, variants, corrections)]
+        settings["nearest_changes"] = [
+            c.as_dict() for c in nearest_changes(workload, view, outcome, variants, corrections)
+        ]
     return settings

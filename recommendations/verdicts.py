@@ -33,7 +33,7 @@ from catalog import compat
 from measurements.calibration import CorrectedFigure, Correction, apply_correction
 
 from . import roofline
-from .plans import ConfigurationView, Evaluator, PlanBudget, candidate_plans
+from .plans import ConfigurationView, Evaluator, Plan, PlanBudget, candidate_plans
 
 GIB = 2**30
 
@@ -372,28 +372,80 @@ def choose_plan(view: ConfigurationView, evaluator: Evaluator, corrections: Corr
     """The verdict of ``evaluator``'s workload on a compatible configuration: the first plan that fits wins.
     Judged once per configuration shape and calibration (``Evaluator.memo``)."""
     key = ("outcome", view.shape(), corrections)
-    return evaluator.memo(key, lambda: _search_plans(evaluator.workload, view, evaluator, corrections))
+    return evaluator.memo(key, lambda: _judged(evaluator.workload, view, evaluator, corrections))
+
+
+def _judged(workload: Workload, view: ConfigurationView, evaluator: Evaluator, corrections: Corrections) -> Outcome:
+    outcome = _search_plans(workload, view, evaluator, corrections)
+    assert outcome is not None  # with the closest plan asked for, there is always an outcome
+    return outcome
+
+
+def fitting_plan(view: ConfigurationView, evaluator: Evaluator, corrections: Corrections) -> Outcome | None:
+    """``choose_plan``'s outcome when it is ``fits``, else None: for the what-if searches, which ask only
+    whether a variant fits. When it does not, no plan is budgeted only to find the closest one."""
+    judged = evaluator.memo_get(("outcome", view.shape(), corrections))
+    if judged is not None:
+        return judged if judged.verdict == Verdict.FITS else None
+    key = ("fitting", view.shape(), corrections)
+    found = evaluator.memo(key, lambda: _search_plans(evaluator.workload, view, evaluator, corrections, closest=False))
+    return found if found is not None and found.verdict == Verdict.FITS else None
+
+
+def cannot_fit(evaluator: Evaluator, plan: Plan, usable: int, corrections: Corrections) -> bool:
+    """True when the plan's weights alone, at their floor (``Evaluator.weights_floor``) and corrected like
+    the need, exceed the usable memory: its need does too, so it has a memory failure whatever the rest of
+    its budget and neither fits nor runs. Known without asking the engine."""
+    memory = corrections.memory
+    factor = memory.factor if memory is not None and memory.factor is not None else 1.0
+    return evaluator.weights_floor(plan) * factor > usable
 
 
 def _search_plans(
-    workload: Workload, view: ConfigurationView, evaluator: Evaluator, corrections: Corrections
-) -> Outcome:
+    workload: Workload, view: ConfigurationView, evaluator: Evaluator, corrections: Corrections, closest: bool = True
+) -> Outcome | None:
+    """The first plan in cost order that fits; else the first that runs (``tight``); else the closest
+    (``does_not_fit``), or None when ``closest`` is False.
+
+    The closest is the plan nearest to fitting (no failure but latency first, then the least overflow, then
+    the cheaper) among those whose weights fit the device; where the weights fit under no plan, among the
+    plans that split them finest (the least ``Evaluator.weights_floor``): a plan whose weights alone
+    overflow is no place to start from while another's do not. Plans that ``cannot_fit`` are budgeted only
+    in that last case."""
     usable, _ = usable_for(workload, view)
     tight: PlanAssessment | None = None
-    failing: list[PlanAssessment] = []
-    for plan in candidate_plans(workload, view):
+    failing: list[tuple[int, PlanAssessment]] = []
+    skipped: list[tuple[int, Plan]] = []
+
+    def assessed(plan: Plan) -> PlanAssessment:
         pb = evaluator.evaluate(plan, usable, view.accelerator_name)
-        assessment = assess_plan(workload, view, pb, usable, corrections)
+        return assess_plan(workload, view, pb, usable, corrections)
+
+    # the candidates read only the node's device count and NVLink domain (and the workload)
+    plans = evaluator.memo(
+        ("plans", view.device_count, view.nvlink_domain_size), lambda: candidate_plans(workload, view)
+    )
+    for order, plan in enumerate(plans):
+        if cannot_fit(evaluator, plan, usable, corrections):
+            skipped.append((order, plan))
+            continue
+        assessment = assessed(plan)
         if assessment.fits:
             return Outcome(Verdict.FITS, assessment, ())
         if assessment.runs:
             tight = tight or assessment
         else:
-            failing.append(assessment)
+            failing.append((order, assessment))
     if tight is not None:
         return Outcome(Verdict.TIGHT, tight, (_tight_reason(tight),))
-    closest = min(failing, key=_closeness)  # min keeps the first of equals: the cheaper plan
-    return Outcome(Verdict.DOES_NOT_FIT, closest, closest.failures)
+    if not closest:
+        return None
+    if not failing:
+        finest = min(evaluator.weights_floor(plan) for _, plan in skipped)
+        failing = [(order, assessed(plan)) for order, plan in skipped if evaluator.weights_floor(plan) == finest]
+    # min keeps the first of equals: the cheaper plan
+    _, nearest = min(failing, key=lambda item: (_closeness(item[1]), item[0]))
+    return Outcome(Verdict.DOES_NOT_FIT, nearest, nearest.failures)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -84,7 +84,9 @@ def test_only_changes_that_help_are_suggested() -> None:
 def test_each_nearest_change_is_the_largest_that_fits_on_its_grid() -> None:
     workload = llama70b(inference={"concurrent_sessions": 60})
     target = view("h100-sxm-80gb-x4-r550")
-    changes = {c.kind: c for c in nearest_changes(workload, target, Variants(workload), NONE)}
+    variants = Variants(workload)
+    outcome = choose_plan(target, variants.base, NONE)
+    changes = {c.kind: c for c in nearest_changes(workload, target, outcome, variants, NONE)}
     sessions = changes["fewer_sessions"].changes["inference.concurrent_sessions"]
     step = 60 // 16  # searched in sixteenths of the asked figure
     assert sessions % step == 0

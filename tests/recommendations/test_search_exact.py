@@ -1,0 +1,111 @@
+"""The recommender's shortcuts change no answer, on every configuration of the committed catalog.
+
+The plan search skips plans whose weights alone overflow the device (``verdicts.cannot_fit``), and the
+nearest-change searches start from a guess (``settings._Search.largest_fitting``). Both are checked here
+against the plain definitions, budgeting every candidate plan: the first plan in cost order that fits
+wins, and a suggested value fits while the next value on its grid does not.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from budgets.engine import Workload
+from catalog import compat
+from recommendations.plans import ConfigurationView, Evaluator, candidate_plans
+from recommendations.settings import STEPS, Variants, nearest_changes
+from recommendations.verdicts import Corrections, Verdict, assess_plan, choose_plan, judge, usable_for
+from tests.recommendations.catalog_views import _views, llama70b
+
+NONE = Corrections()
+
+WORKLOADS = {
+    "llama-3.1-70b-vllm": llama70b(),
+    "llama-3.1-70b-vllm-48-sessions": llama70b(inference={"concurrent_sessions": 48}),
+    "llama-3.1-8b-full-training": Workload.model_validate(
+        {
+            "name": "train-8b",
+            "task": "training",
+            "model": {"preset": "llama-3.1-8b"},
+            "precision": {"weights": "bf16", "master_weights": "fp32"},
+            "training": {"micro_batch_size": 8, "sequence_length": 4096},
+        }
+    ),
+}
+
+
+def _compatible(workload: Workload) -> list[ConfigurationView]:
+    requirements = compat.Requirements.from_workload(workload)
+    evaluator = Evaluator(workload)
+    return [v for v in _views().values() if judge(v, evaluator, NONE, requirements).verdict != Verdict.UNSUPPORTED]
+
+
+def _first_fitting_plan(workload: Workload, view: ConfigurationView):  # type: ignore[no-untyped-def]
+    """The plain definition: every candidate budgeted, the first in cost order that fits."""
+    evaluator = Evaluator(workload)
+    usable, _ = usable_for(workload, view)
+    for plan in candidate_plans(workload, view):
+        pb = evaluator.evaluate(plan, usable, view.accelerator_name)
+        if assess_plan(workload, view, pb, usable, NONE).fits:
+            return plan
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_skipping_plans_whose_weights_overflow_never_loses_a_fitting_plan(name: str) -> None:
+    workload = WORKLOADS[name]
+    evaluator = Evaluator(workload)
+    seen = 0
+    for view in _compatible(workload):
+        outcome = choose_plan(view, evaluator, NONE)
+        expected = _first_fitting_plan(workload, view)
+        chosen = outcome.assessment.plan_budget.plan if outcome.verdict == Verdict.FITS else None
+        assert chosen == expected, view.slug
+        seen += expected is not None
+    assert seen > 0  # the catalog has fitting configurations for each workload
+
+
+def _fits(workload: Workload, view: ConfigurationView) -> bool:
+    return choose_plan(view, Evaluator(workload), NONE).verdict == Verdict.FITS
+
+
+def _with(workload: Workload, dotted: str, value: int) -> Workload:
+    section, field = dotted.split(".")
+    part = getattr(workload, section).model_copy(update={field: value})
+    update = {field: value}
+    if dotted == "inference.max_input_tokens":
+        update["max_model_len"] = value + workload.inference.max_output_tokens  # type: ignore[union-attr]
+        part = getattr(workload, section).model_copy(update=update)
+    return workload.model_copy(update={section: part})
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_each_suggested_value_fits_and_the_next_on_its_grid_does_not(name: str) -> None:
+    workload = WORKLOADS[name]
+    checked = 0
+    for view in _compatible(workload):
+        variants = Variants(workload)
+        outcome = choose_plan(view, variants.base, NONE)
+        if outcome.verdict != Verdict.DOES_NOT_FIT:
+            continue
+        changes = {c.kind: c for c in nearest_changes(workload, view, outcome, variants, NONE)}
+        fields = (
+            ["inference.concurrent_sessions", "inference.max_input_tokens"]
+            if workload.task == "inference"
+            else ["training.micro_batch_size", "training.sequence_length"]
+        )
+        for dotted in fields:
+            section, field = dotted.split(".")
+            current = getattr(getattr(workload, section), field)
+            step = max(current // STEPS, 1)
+            found = [c for c in changes.values() if dotted in c.changes]
+            if not found:  # then not even the smallest step fits
+                assert current - 1 < step or not _fits(_with(workload, dotted, step), view), (view.slug, dotted)
+                continue
+            value = found[0].changes[dotted]
+            assert value % step == 0 and value < current
+            assert _fits(_with(workload, dotted, value), view), (view.slug, dotted, value)
+            if value + step < current:
+                assert not _fits(_with(workload, dotted, value + step), view), (view.slug, dotted, value)
+            checked += 1
+    assert checked > 0
