@@ -1,18 +1,26 @@
 """The catalog in the admin: memory in GB and GiB, sources and uncertain fields in plain sight.
 
+Rows are saved through the catalog services (``catalog.services.<entity>_create`` / ``_update``), as the API
+and loadcatalog save them; the forms show the services' own rules (``catalog_rules_check``) on their fields.
+
 Every changelist selects its relations up front, so its query count stays constant as rows grow
 (tests/catalog/test_admin.py proves it).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
+from . import services
 from .choices import MEMORY_BANDS_GB, VendorSlug
 from .models import Accelerator, Architecture, Configuration, CudaToolkit, Node, Precision, PyTorchWheel, Vendor
 from .units import UnitError, driver_branch, format_bytes, parse_driver_branch
@@ -80,20 +88,81 @@ class DriverBranchFilter(admin.SimpleListFilter):
         return queryset.in_driver_branch(branch)
 
 
+class CatalogForm(forms.ModelForm):
+    """A catalog row's form: the model's validation (ModelForm), then the rules the services add, so that a
+    row the service would refuse is a form error on its field, not a failure after the form was accepted."""
+
+    def _post_clean(self) -> None:
+        super()._post_clean()
+        try:
+            services.catalog_rules_check(self.instance)
+        except ValidationError as exc:
+            for name, messages in exc.message_dict.items():
+                if name in self.fields:
+                    self.add_error(name, messages)
+                else:
+                    self.add_error(None, [f"{name}: {message}" for message in messages])
+
+
+class CatalogAdmin(admin.ModelAdmin):
+    """Saves through the entity's service: ``create_row`` / ``update_row`` with the form's cleaned values."""
+
+    form = CatalogForm
+
+    def create_row(self, fields: dict[str, Any]) -> models.Model:
+        raise NotImplementedError
+
+    def update_row(self, obj: Any, fields: dict[str, Any]) -> models.Model:
+        raise NotImplementedError
+
+    def save_model(self, request: HttpRequest, obj: Any, form: forms.ModelForm, change: bool) -> None:
+        fields = dict(form.cleaned_data)
+        if change:
+            self.update_row(obj, fields)
+            return
+        created = self.create_row(fields)
+        for model_field in created._meta.concrete_fields:  # the admin goes on with obj (its pk, its history entry)
+            setattr(obj, model_field.attname, getattr(created, model_field.attname))
+        obj._state.adding, obj._state.db = False, created._state.db
+
+    def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets: Any, change: bool) -> None:
+        # The service set the many-to-many values (form.save_m2m() would write them a second time).
+        for formset in formsets:
+            self.save_formset(request, form, formset, change=change)
+
+
 @admin.register(Vendor)
-class VendorAdmin(admin.ModelAdmin):
+class VendorAdmin(CatalogAdmin):
+    def create_row(self, fields: dict[str, Any]) -> models.Model:
+        return services.vendor_create(**fields)
+
+    def update_row(self, obj: Any, fields: dict[str, Any]) -> models.Model:
+        return services.vendor_update(vendor=obj, **fields)
+
     list_display = ["name", "slug"]
     search_fields = ["name", "slug"]
 
 
 @admin.register(Precision)
-class PrecisionAdmin(admin.ModelAdmin):
+class PrecisionAdmin(CatalogAdmin):
+    def create_row(self, fields: dict[str, Any]) -> models.Model:
+        return services.precision_create(**fields)
+
+    def update_row(self, obj: Any, fields: dict[str, Any]) -> models.Model:
+        return services.precision_update(precision=obj, **fields)
+
     list_display = ["slug", "description"]
     search_fields = ["slug"]
 
 
 @admin.register(Architecture)
-class ArchitectureAdmin(admin.ModelAdmin):
+class ArchitectureAdmin(CatalogAdmin):
+    def create_row(self, fields: dict[str, Any]) -> models.Model:
+        return services.architecture_create(**fields)
+
+    def update_row(self, obj: Any, fields: dict[str, Any]) -> models.Model:
+        return services.architecture_update(architecture=obj, **fields)
+
     list_display = ["name", "vendor", "family", "compute_capability", "gfx_target", "precision_list"]
     list_filter = ["vendor", "family", "precisions"]
     search_fields = ["name", "family", "gfx_target"]
@@ -109,7 +178,13 @@ class ArchitectureAdmin(admin.ModelAdmin):
 
 
 @admin.register(Accelerator)
-class AcceleratorAdmin(admin.ModelAdmin):
+class AcceleratorAdmin(CatalogAdmin):
+    def create_row(self, fields: dict[str, Any]) -> models.Model:
+        return services.accelerator_create(**fields)
+
+    def update_row(self, obj: Any, fields: dict[str, Any]) -> models.Model:
+        return services.accelerator_update(accelerator=obj, **fields)
+
     list_display = [
         "name",
         "vendor",
@@ -183,7 +258,13 @@ class AcceleratorAdmin(admin.ModelAdmin):
 
 
 @admin.register(Configuration)
-class ConfigurationAdmin(admin.ModelAdmin):
+class ConfigurationAdmin(CatalogAdmin):
+    def create_row(self, fields: dict[str, Any]) -> models.Model:
+        return services.configuration_create(**fields)
+
+    def update_row(self, obj: Any, fields: dict[str, Any]) -> models.Model:
+        return services.configuration_update(configuration=obj, **fields)
+
     list_display = [
         "name",
         "accelerator",
@@ -232,14 +313,26 @@ class ConfigurationAdmin(admin.ModelAdmin):
 
 
 @admin.register(CudaToolkit)
-class CudaToolkitAdmin(admin.ModelAdmin):
+class CudaToolkitAdmin(CatalogAdmin):
+    def create_row(self, fields: dict[str, Any]) -> models.Model:
+        return services.cuda_toolkit_create(**fields)
+
+    def update_row(self, obj: Any, fields: dict[str, Any]) -> models.Model:
+        return services.cuda_toolkit_update(cuda_toolkit=obj, **fields)
+
     list_display = ["version", "label", "family", "min_driver_linux", "minor_compat_min_driver_linux", "uncertain"]
     list_filter = ["family", "uncertain"]
     search_fields = ["version", "label"]
 
 
 @admin.register(PyTorchWheel)
-class PyTorchWheelAdmin(admin.ModelAdmin):
+class PyTorchWheelAdmin(CatalogAdmin):
+    def create_row(self, fields: dict[str, Any]) -> models.Model:
+        return services.pytorch_wheel_create(**fields)
+
+    def update_row(self, obj: Any, fields: dict[str, Any]) -> models.Model:
+        return services.pytorch_wheel_update(pytorch_wheel=obj, **fields)
+
     list_display = ["torch_versions", "variant", "cuda_version", "capabilities", "embeds_ptx"]
     list_filter = ["variant", "embeds_ptx"]
 
@@ -249,7 +342,13 @@ class PyTorchWheelAdmin(admin.ModelAdmin):
 
 
 @admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(CatalogAdmin):
+    def create_row(self, fields: dict[str, Any]) -> models.Model:
+        return services.node_create(**fields)
+
+    def update_row(self, obj: Any, fields: dict[str, Any]) -> models.Model:
+        return services.node_update(node=obj, **fields)
+
     list_display = [
         "name",
         "configuration",

@@ -1,18 +1,25 @@
-"""Catalog write services: validate (``full_clean``) and save, one entity at a time or a whole catalog.
+"""Catalog write services: the one path by which catalog rows are created and changed.
+
+``<entity>_create`` / ``<entity>_update`` (keyword-only, HackSoftware style) validate a row — the model's own
+``full_clean`` (fields and database constraints) and the rules only these services know
+(:func:`catalog_rules_check`) — and save it, its many-to-many values with it, in one transaction. The admin
+(``catalog.admin``: its forms show the same rules' errors on their fields, ``save_model`` calls the service),
+the API (``catalog.api.views``: ``perform_create`` / ``perform_update``), the node heartbeat
+(``workers.services``) and ``loadcatalog`` all write through them; tests/catalog/test_write_path.py holds a
+rule to each of those doors.
 
 Each ``<entity>_upsert`` finds its row by natural key (a slug; ``version`` for CUDA toolkits; torch
-versions + variant for wheels), creates it or updates the fields that differ, and says which of
-``created`` / ``updated`` / ``unchanged`` happened. ``catalog_load`` applies the fixture files in
-dependency order inside one transaction, so bad data leaves the database as it was; ``loadcatalog`` and
-the tests come through here. The admin does not: it saves through its ModelForms, and the API through its
-serializers, each running the same model validation (``full_clean``) but not these functions.
+versions + variant for wheels), creates it or updates the fields that differ (through the services above),
+and says which of ``created`` / ``updated`` / ``unchanged`` happened. ``catalog_load`` applies the fixture
+files in dependency order inside one transaction, so bad data leaves the database as it was;
+``loadcatalog`` and the tests come through here.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +29,7 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.db.models.deletion import ProtectedError, RestrictedError
 
-from .models import Accelerator, Architecture, Configuration, CudaToolkit, Precision, PyTorchWheel, Vendor
+from .models import Accelerator, Architecture, Configuration, CudaToolkit, Node, Precision, PyTorchWheel, Vendor
 from .units import UnitError, parse_memory
 
 CREATED, UPDATED, UNCHANGED = "created", "updated", "unchanged"
@@ -95,70 +102,250 @@ def _same(model_field: models.Field, current: Any, wanted: Any) -> bool:
         return False
 
 
+# --------------------------------------------------------------------------------------------------
+# Rules beyond the model's own validation, and the one place rows are saved
+
+
+def _accelerator_rules(accelerator: Accelerator) -> dict[str, str]:
+    """An observed usable figure says where it was observed: the catalog's figures are traceable to a source."""
+    if accelerator.usable_memory_bytes is not None and not (accelerator.usable_memory_source or "").strip():
+        return {
+            "usable_memory_source": (
+                f"usable_memory_bytes={accelerator.usable_memory_bytes} needs a source: say where it was observed "
+                "(a URL, or a node's nvidia-smi report); leave usable_memory_bytes empty to derive it from the "
+                "marketed size."
+            )
+        }
+    return {}
+
+
+_RULES: dict[type[models.Model], Callable[[Any], dict[str, str]]] = {Accelerator: _accelerator_rules}
+
+
+def catalog_rules_check(instance: models.Model) -> None:
+    """The rules only the services enforce (``full_clean`` covers the model's own); raises ValidationError with
+    each error on its field. The admin's forms call it too, so that its errors show on the form's fields."""
+    errors = _RULES.get(type(instance), lambda _: {})(instance)
+    if errors:
+        raise ValidationError(errors)
+
+
+def _split(model: type[models.Model], fields: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """``fields`` as (plain values, many-to-many values); a name the model cannot take is a TypeError naming it."""
+    writable = _writable_fields(model)
+    unknown = sorted(set(fields) - writable)
+    if unknown:
+        raise TypeError(
+            f"{model.__name__} has no writable field(s) {', '.join(unknown)}; it has {', '.join(sorted(writable))}"
+        )
+    many = {f.name for f in model._meta.many_to_many}
+    return (
+        {name: value for name, value in fields.items() if name not in many},
+        {name: list(value) for name, value in fields.items() if name in many},
+    )
+
+
+def _save(instance: models.Model, many: dict[str, list[Any]]) -> Any:
+    with transaction.atomic():
+        instance.full_clean()
+        catalog_rules_check(instance)
+        instance.save()
+        for name, values in many.items():
+            getattr(instance, name).set(values)
+    return instance
+
+
+def _create(model: type[models.Model], fields: dict[str, Any]) -> Any:
+    values, many = _split(model, fields)
+    return _save(model(**values), many)
+
+
+def _update(instance: models.Model, fields: dict[str, Any]) -> Any:
+    values, many = _split(type(instance), fields)
+    for name, value in values.items():
+        setattr(instance, name, value)
+    return _save(instance, many)
+
+
+def vendor_create(*, slug: str, name: str) -> Vendor:
+    return _create(Vendor, {"slug": slug, "name": name})
+
+
+def vendor_update(*, vendor: Vendor, **fields: Any) -> Vendor:
+    return _update(vendor, fields)
+
+
+def precision_create(*, slug: str, description: str = "") -> Precision:
+    return _create(Precision, {"slug": slug, "description": description})
+
+
+def precision_update(*, precision: Precision, **fields: Any) -> Precision:
+    return _update(precision, fields)
+
+
+def architecture_create(
+    *, slug: str, name: str, family: str, vendor: Vendor, precisions: Iterable[Precision] = (), **fields: Any
+) -> Architecture:
+    """An architecture and its native precisions (``compute_capability_major/minor``, ``gfx_target`` in fields)."""
+    return _create(
+        Architecture,
+        {"slug": slug, "name": name, "family": family, "vendor": vendor, "precisions": precisions, **fields},
+    )
+
+
+def architecture_update(*, architecture: Architecture, **fields: Any) -> Architecture:
+    return _update(architecture, fields)
+
+
+def accelerator_create(
+    *, slug: str, name: str, architecture: Architecture, marketed_memory_bytes: int, source_url: str, **fields: Any
+) -> Accelerator:
+    """A device type; an observed ``usable_memory_bytes`` needs its ``usable_memory_source``."""
+    return _create(
+        Accelerator,
+        {
+            "slug": slug,
+            "name": name,
+            "architecture": architecture,
+            "marketed_memory_bytes": marketed_memory_bytes,
+            "source_url": source_url,
+            **fields,
+        },
+    )
+
+
+def accelerator_update(*, accelerator: Accelerator, **fields: Any) -> Accelerator:
+    return _update(accelerator, fields)
+
+
+def configuration_create(
+    *, slug: str, name: str, vcpus: int, host_ram_bytes: int, disk_bytes: int, accelerator: Accelerator | None = None,
+    **fields: Any,
+) -> Configuration:  # fmt: skip
+    """An orderable machine; device counts are checked against the accelerator (``Configuration.clean``)."""
+    return _create(
+        Configuration,
+        {"slug": slug, "name": name, "accelerator": accelerator, "vcpus": vcpus, "host_ram_bytes": host_ram_bytes,
+         "disk_bytes": disk_bytes, **fields},
+    )  # fmt: skip
+
+
+def configuration_update(*, configuration: Configuration, **fields: Any) -> Configuration:
+    return _update(configuration, fields)
+
+
+def cuda_toolkit_create(*, version: str, family: str, min_driver_linux: str, **fields: Any) -> CudaToolkit:
+    return _create(CudaToolkit, {"version": version, "family": family, "min_driver_linux": min_driver_linux, **fields})
+
+
+def cuda_toolkit_update(*, cuda_toolkit: CudaToolkit, **fields: Any) -> CudaToolkit:
+    return _update(cuda_toolkit, fields)
+
+
+def pytorch_wheel_create(*, torch_versions: str, variant: str, cuda_version: str, **fields: Any) -> PyTorchWheel:
+    return _create(
+        PyTorchWheel, {"torch_versions": torch_versions, "variant": variant, "cuda_version": cuda_version, **fields}
+    )
+
+
+def pytorch_wheel_update(*, pytorch_wheel: PyTorchWheel, **fields: Any) -> PyTorchWheel:
+    return _update(pytorch_wheel, fields)
+
+
+def node_create(*, name: str, **fields: Any) -> Node:
+    """A node by name (staff in the admin or the API; its worker's first heartbeat)."""
+    return _create(Node, {"name": name, **fields})
+
+
+def node_update(*, node: Node, **fields: Any) -> Node:
+    return _update(node, fields)
+
+
+# --------------------------------------------------------------------------------------------------
+# Upserts (loadcatalog): the services above, for the fields that differ
+
+
+def _same(model_field: models.Field, current: Any, wanted: Any) -> bool:
+    if isinstance(model_field, models.ForeignKey):
+        return current == (wanted.pk if wanted is not None else None)
+    if wanted is None or current is None:
+        return wanted is None and current is None
+    try:
+        return model_field.to_python(current) == model_field.to_python(wanted)
+    except ValidationError:
+        return False
+
+
 def _upsert(
     model: type[models.Model],
     lookup: dict[str, Any],
     fields: dict[str, Any],
-    m2m: dict[str, list[models.Model]] | None = None,
+    create: Callable[..., models.Model],
+    update: Callable[[models.Model, dict[str, Any]], models.Model],
 ) -> UpsertResult:
-    m2m = m2m or {}
     instance = model.objects.filter(**lookup).first()
     if instance is None:
-        instance = model(**lookup, **fields)
-        instance.full_clean()
-        instance.save()
-        for name, values in m2m.items():
-            getattr(instance, name).set(values)
-        return UpsertResult(instance, CREATED)
-
-    changed = []
-    for name, value in fields.items():
-        model_field = model._meta.get_field(name)
-        current = getattr(instance, model_field.attname)
-        if not _same(model_field, current, value):
-            changed.append(name)
-            setattr(instance, name, value)
-    changed_m2m = [
+        return UpsertResult(create(**lookup, **fields), CREATED)
+    values, many = _split(model, fields)
+    changed = [
         name
-        for name, values in m2m.items()
-        if set(getattr(instance, name).values_list("pk", flat=True)) != {v.pk for v in values}
+        for name, value in values.items()
+        if not _same(model._meta.get_field(name), getattr(instance, model._meta.get_field(name).attname), value)
     ]
-    if not changed and not changed_m2m:
+    changed += [
+        name
+        for name, wanted in many.items()
+        if set(getattr(instance, name).values_list("pk", flat=True)) != {v.pk for v in wanted}
+    ]
+    if not changed:
         return UpsertResult(instance, UNCHANGED)
-    if changed:
-        instance.full_clean()
-        instance.save()
-    for name in changed_m2m:
-        getattr(instance, name).set(m2m[name])
-    return UpsertResult(instance, UPDATED, tuple(changed + changed_m2m))
+    return UpsertResult(update(instance, {name: fields[name] for name in changed}), UPDATED, tuple(changed))
 
 
 def vendor_upsert(*, slug: str, name: str) -> UpsertResult:
-    return _upsert(Vendor, {"slug": slug}, {"name": name})
+    return _upsert(Vendor, {"slug": slug}, {"name": name}, vendor_create, lambda r, f: vendor_update(vendor=r, **f))
 
 
 def precision_upsert(*, slug: str, description: str = "") -> UpsertResult:
-    return _upsert(Precision, {"slug": slug}, {"description": description})
+    return _upsert(
+        Precision, {"slug": slug}, {"description": description}, precision_create,
+        lambda r, f: precision_update(precision=r, **f),
+    )  # fmt: skip
 
 
 def architecture_upsert(*, slug: str, vendor: Vendor, precisions: Iterable[Precision], **fields: Any) -> UpsertResult:
-    return _upsert(Architecture, {"slug": slug}, {"vendor": vendor, **fields}, {"precisions": list(precisions)})
+    return _upsert(
+        Architecture, {"slug": slug}, {"vendor": vendor, "precisions": list(precisions), **fields},
+        architecture_create, lambda r, f: architecture_update(architecture=r, **f),
+    )  # fmt: skip
 
 
 def accelerator_upsert(*, slug: str, architecture: Architecture, **fields: Any) -> UpsertResult:
-    return _upsert(Accelerator, {"slug": slug}, {"architecture": architecture, **fields})
+    return _upsert(
+        Accelerator, {"slug": slug}, {"architecture": architecture, **fields}, accelerator_create,
+        lambda r, f: accelerator_update(accelerator=r, **f),
+    )  # fmt: skip
 
 
 def configuration_upsert(*, slug: str, accelerator: Accelerator | None, **fields: Any) -> UpsertResult:
-    return _upsert(Configuration, {"slug": slug}, {"accelerator": accelerator, **fields})
+    return _upsert(
+        Configuration, {"slug": slug}, {"accelerator": accelerator, **fields}, configuration_create,
+        lambda r, f: configuration_update(configuration=r, **f),
+    )  # fmt: skip
 
 
 def cuda_toolkit_upsert(*, version: str, **fields: Any) -> UpsertResult:
-    return _upsert(CudaToolkit, {"version": version}, fields)
+    return _upsert(
+        CudaToolkit, {"version": version}, fields, cuda_toolkit_create,
+        lambda r, f: cuda_toolkit_update(cuda_toolkit=r, **f),
+    )  # fmt: skip
 
 
 def pytorch_wheel_upsert(*, torch_versions: str, variant: str, **fields: Any) -> UpsertResult:
-    return _upsert(PyTorchWheel, {"torch_versions": torch_versions, "variant": variant}, fields)
+    return _upsert(
+        PyTorchWheel, {"torch_versions": torch_versions, "variant": variant}, fields, pytorch_wheel_create,
+        lambda r, f: pytorch_wheel_update(pytorch_wheel=r, **f),
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,12 +1,17 @@
-"""Node registration: the Django side of a heartbeat (HackSoftware style: one service, thin callers)."""
+"""Node registration: the Django side of a heartbeat (HackSoftware style: one service, thin callers).
+
+The node row is written through the catalog's node services (``catalog.services.node_create`` /
+``node_update``), the path the admin and the API write nodes by too."""
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from catalog.choices import ConfigurationKind, ProbeKind
 from catalog.models import Configuration, Node
+from catalog.services import node_create, node_update
 from catalog.units import driver_branch
 from workers.probes.model import NodeInventory
 
@@ -83,10 +88,14 @@ def node_heartbeat_record(name: str, inventory: NodeInventory) -> Node:
         "last_heartbeat_at": timezone.now(),
     }
     with transaction.atomic():
-        node, created = Node.objects.update_or_create(name=name, defaults=values)
-        if created:
-            configuration = node_configuration_match(inventory)
-            if configuration is not None:
-                node.configuration = configuration
-                node.save(update_fields=["configuration"])
-    return node
+        node = Node.objects.select_for_update().filter(name=name).first()
+        if node is not None:
+            return node_update(node=node, **values)
+        try:
+            with transaction.atomic():
+                return node_create(name=name, configuration=node_configuration_match(inventory), **values)
+        except (IntegrityError, ValidationError):  # the same node's other first heartbeat created it meanwhile
+            node = Node.objects.select_for_update().filter(name=name).first()
+            if node is None:
+                raise
+            return node_update(node=node, **values)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import transaction
+import logging
+
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
+
+from workers.probes.model import InventoryError, read_inventory
 
 from ..models import (
     Accelerator,
@@ -18,6 +20,8 @@ from ..models import (
     validate_field_names,
 )
 from ..usable import UsableBasis
+
+logger = logging.getLogger(__name__)
 
 USABLE_FIELDS = ["usable_bytes", "usable_basis", "usable_source"]
 
@@ -40,43 +44,15 @@ class UsableMemoryFields(serializers.Serializer):
     )
 
 
-class FullCleanMixin:
-    """Run the model's own validation (fields and database constraints) before saving.
-
-    A violated constraint then becomes a 400 naming the field, never an IntegrityError and a 500.
-    """
-
-    def _clean(self, instance):  # type: ignore[no-untyped-def]
-        try:
-            instance.full_clean()
-        except DjangoValidationError as exc:
-            raise serializers.ValidationError(serializers.as_serializer_error(exc)) from None
-
-    def _pop_many_to_many(self, validated_data):  # type: ignore[no-untyped-def]
-        """The model's many-to-many values, set after the row exists (a JSON list is an ordinary value)."""
-        names = {field.name for field in self.Meta.model._meta.many_to_many}  # type: ignore[attr-defined]
-        return {name: validated_data.pop(name) for name in list(validated_data) if name in names}
+class WrittenByServices:
+    """A catalog serializer validates the body; the view writes the row through ``catalog.services`` (the one
+    write path of the admin, the API and loadcatalog), so ``save()`` has nothing to do here."""
 
     def create(self, validated_data):  # type: ignore[no-untyped-def]
-        many = self._pop_many_to_many(validated_data)
-        with transaction.atomic():
-            instance = self.Meta.model(**validated_data)  # type: ignore[attr-defined]
-            self._clean(instance)
-            instance.save()
-            for field, values in many.items():
-                getattr(instance, field).set(values)
-        return instance
+        raise NotImplementedError("catalog rows are created by catalog.services.<entity>_create (see the views)")
 
     def update(self, instance, validated_data):  # type: ignore[no-untyped-def]
-        many = self._pop_many_to_many(validated_data)
-        with transaction.atomic():
-            for field, value in validated_data.items():
-                setattr(instance, field, value)
-            self._clean(instance)
-            instance.save()
-            for field, values in many.items():
-                getattr(instance, field).set(values)
-        return instance
+        raise NotImplementedError("catalog rows are changed by catalog.services.<entity>_update (see the views)")
 
 
 class VendorSerializer(serializers.ModelSerializer):
@@ -86,7 +62,7 @@ class VendorSerializer(serializers.ModelSerializer):
 
 
 @extend_schema_serializer(component_name="CatalogArchitecture")  # "Architecture" is the workload's model field
-class ArchitectureSerializer(FullCleanMixin, serializers.ModelSerializer):
+class ArchitectureSerializer(WrittenByServices, serializers.ModelSerializer):
     vendor = serializers.SlugRelatedField(slug_field="slug", queryset=Vendor.objects.all())
     precisions = serializers.SlugRelatedField(slug_field="slug", many=True, queryset=Precision.objects.all())
     compute_capability = serializers.CharField(read_only=True, allow_null=True)
@@ -120,7 +96,7 @@ class ArchitectureSummarySerializer(serializers.ModelSerializer):
         fields = ["id", "slug", "name", "family", "vendor", "compute_capability", "gfx_target"]
 
 
-class AcceleratorSerializer(FullCleanMixin, UsableMemoryFields, serializers.ModelSerializer):
+class AcceleratorSerializer(WrittenByServices, UsableMemoryFields, serializers.ModelSerializer):
     architecture = serializers.SlugRelatedField(slug_field="slug", queryset=Architecture.objects.all())
     vendor = serializers.SerializerMethodField()
     precisions = serializers.SerializerMethodField()
@@ -181,7 +157,7 @@ class AcceleratorSummarySerializer(serializers.ModelSerializer):
         fields = ["id", "slug", "name", "vendor", "architecture", "marketed_memory_bytes", "usable_memory_bytes"]
 
 
-class ConfigurationSerializer(FullCleanMixin, UsableMemoryFields, serializers.ModelSerializer):
+class ConfigurationSerializer(WrittenByServices, UsableMemoryFields, serializers.ModelSerializer):
     accelerator = AcceleratorSummarySerializer(read_only=True, allow_null=True)
     accelerator_slug = serializers.SlugRelatedField(
         source="accelerator",
@@ -223,10 +199,6 @@ class ConfigurationSerializer(FullCleanMixin, UsableMemoryFields, serializers.Mo
         ]
 
 
-def _int_or_none(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 class NodeDeviceSummarySerializer(serializers.Serializer):
     name = serializers.CharField()
     total_memory_bytes = serializers.IntegerField(allow_null=True)
@@ -253,7 +225,7 @@ class NullableObjectField(serializers.JSONField):
     is documented as ``oneOf: [{}, null]``, which null matches twice)."""
 
 
-class NodeSerializer(FullCleanMixin, serializers.ModelSerializer):
+class NodeSerializer(WrittenByServices, serializers.ModelSerializer):
     """A node. ``hostname`` and the full ``inventory`` (per-process GPU memory, free memory, host details)
     are for staff only and null for everyone else; ``inventory_summary`` is for every signed-in user."""
 
@@ -297,25 +269,24 @@ class NodeSerializer(FullCleanMixin, serializers.ModelSerializer):
 
     @extend_schema_field(NodeInventorySummarySerializer)
     def get_inventory_summary(self, obj: Node) -> dict:
-        inventory = obj.inventory if isinstance(obj.inventory, dict) else {}
-        nvml = inventory.get("nvml") if isinstance(inventory.get("nvml"), dict) else {}
-        host = inventory.get("host") if isinstance(inventory.get("host"), dict) else {}
+        """The public part of the node's inventory, read through ``workers.probes.model.read_inventory``. A stored
+        inventory that does not read (hand-edited, another layout) shows no devices and is logged by field."""
+        try:
+            inventory = read_inventory(obj.inventory)
+        except InventoryError as exc:
+            logger.warning("node %s: unreadable stored inventory: %s", obj.name, exc)
+            inventory = None
         devices = [
-            {
-                "name": str(device.get("name", "")),
-                "total_memory_bytes": _int_or_none(device.get("total_memory_bytes")),
-                "usable_memory_bytes": _int_or_none(device.get("usable_memory_bytes")),
-            }
-            for device in (nvml.get("devices") or [])
-            if isinstance(device, dict)
+            {"name": d.name, "total_memory_bytes": d.total_memory_bytes, "usable_memory_bytes": d.usable_memory_bytes}
+            for d in (inventory.devices if inventory else ())
         ]
-        totals = [device["total_memory_bytes"] for device in devices]
+        totals = [d.total_memory_bytes for d in (inventory.devices if inventory else ())]
         return {
             "probe": obj.probe,
             "device_count": obj.device_count,
             "devices": devices,
-            "total_device_memory_bytes": None if None in totals else sum(totals),  # type: ignore[arg-type]
-            "host_ram_total_bytes": _int_or_none(host.get("ram_total_bytes")),
+            "total_device_memory_bytes": None if None in totals else sum(t for t in totals if t is not None),
+            "host_ram_total_bytes": inventory.host.ram_total_bytes if inventory else None,
             "driver_version": obj.driver_version,
             "cuda_driver_version": obj.cuda_driver_version,
         }

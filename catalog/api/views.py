@@ -1,14 +1,19 @@
 """Catalog endpoints: readable by any signed-in user, writable by staff holding the model permission (as in
-the admin). Thin: FilterSet + serializer."""
+the admin). Thin: FilterSet + serializer for reads; writes validate the body with the serializer and call the
+catalog services (``catalog.services.<entity>_create`` / ``_update``), the path the admin and loadcatalog take."""
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import Model, QuerySet
 from drf_spectacular.utils import extend_schema, extend_schema_view
-from rest_framework import viewsets
+from rest_framework import serializers, viewsets
 
 from vramplan.openapi import CONFLICT, READ_ERRORS
 
+from .. import services
 from ..filters import AcceleratorFilterSet, ArchitectureFilterSet, ConfigurationFilterSet, NodeFilterSet
 from ..models import Accelerator, Architecture, Configuration, Node
 from .permissions import CatalogPermission
@@ -35,12 +40,25 @@ class CatalogViewSet(viewsets.ModelViewSet):
     permission_classes = [CatalogPermission]
     lookup_field = "slug"
 
-    def perform_create(self, serializer) -> None:  # type: ignore[no-untyped-def]
-        instance = serializer.save()
+    def create_row(self, data: dict[str, Any]) -> Model:
+        raise NotImplementedError
+
+    def update_row(self, instance: Any, data: dict[str, Any]) -> Model:
+        raise NotImplementedError
+
+    def _write(self, serializer: serializers.BaseSerializer, write: Any) -> None:
+        """Call the service; its validation errors (the model's and its own rules) become a 400 per field."""
+        try:
+            instance = write()
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(serializers.as_serializer_error(exc)) from None
         serializer.instance = self.get_queryset().get(pk=instance.pk)  # re-read with annotations
 
+    def perform_create(self, serializer) -> None:  # type: ignore[no-untyped-def]
+        self._write(serializer, lambda: self.create_row(dict(serializer.validated_data)))
+
     def perform_update(self, serializer) -> None:  # type: ignore[no-untyped-def]
-        self.perform_create(serializer)
+        self._write(serializer, lambda: self.update_row(serializer.instance, dict(serializer.validated_data)))
 
 
 @_errors
@@ -52,6 +70,12 @@ class ArchitectureViewSet(CatalogViewSet):
     def get_queryset(self) -> QuerySet[Architecture]:
         return Architecture.objects.select_related("vendor").prefetch_related("precisions")
 
+    def create_row(self, data: dict[str, Any]) -> Model:
+        return services.architecture_create(**data)
+
+    def update_row(self, instance: Any, data: dict[str, Any]) -> Model:
+        return services.architecture_update(architecture=instance, **data)
+
 
 @_errors
 class AcceleratorViewSet(CatalogViewSet):
@@ -62,6 +86,12 @@ class AcceleratorViewSet(CatalogViewSet):
     def get_queryset(self) -> QuerySet[Accelerator]:
         return Accelerator.objects.select_related("architecture__vendor").prefetch_related("architecture__precisions")
 
+    def create_row(self, data: dict[str, Any]) -> Model:
+        return services.accelerator_create(**data)
+
+    def update_row(self, instance: Any, data: dict[str, Any]) -> Model:
+        return services.accelerator_update(accelerator=instance, **data)
+
 
 @_errors
 class ConfigurationViewSet(CatalogViewSet):
@@ -71,6 +101,12 @@ class ConfigurationViewSet(CatalogViewSet):
 
     def get_queryset(self) -> QuerySet[Configuration]:
         return Configuration.objects.with_memory().select_related("accelerator__architecture__vendor")
+
+    def create_row(self, data: dict[str, Any]) -> Model:
+        return services.configuration_create(**data)
+
+    def update_row(self, instance: Any, data: dict[str, Any]) -> Model:
+        return services.configuration_update(configuration=instance, **data)
 
 
 @_errors
@@ -83,3 +119,9 @@ class NodeViewSet(CatalogViewSet):
 
     def get_queryset(self) -> QuerySet[Node]:
         return Node.objects.select_related("configuration")
+
+    def create_row(self, data: dict[str, Any]) -> Model:
+        return services.node_create(**data)
+
+    def update_row(self, instance: Any, data: dict[str, Any]) -> Model:
+        return services.node_update(node=instance, **data)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from rest_framework.test import APIClient
 
 from catalog.models import Accelerator, Configuration, CudaToolkit, Node
 from tests.factories import AcceleratorFactory, ArchitectureFactory, ConfigurationFactory, NodeFactory, VendorFactory
+from tests.workers.inventories import gpu, host_info, nvml_inventory
+from workers.probes.model import GpuProcess
 
 pytestmark = pytest.mark.django_db
 
@@ -268,25 +272,6 @@ def test_accelerator_json_lists_and_objects_round_trip(editor_api, db) -> None: 
     assert Accelerator.objects.get(slug="new-gpu").uncertain_fields == ["tdp_watts"]
 
 
-def test_a_failed_write_saves_nothing(editor_api, db, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """create() runs in one transaction: a failure after the row is saved leaves no row behind."""
-    from catalog.api.serializers import ArchitectureSerializer
-    from catalog.models import Architecture
-
-    vendor = VendorFactory()
-
-    # set() of a non-iterable fails after instance.save(): the row must be rolled back with it.
-    def not_iterable(self, data):  # type: ignore[no-untyped-def]
-        data.pop("precisions")
-        return {"precisions": 42}
-
-    monkeypatch.setattr(ArchitectureSerializer, "_pop_many_to_many", not_iterable)
-    payload = {"slug": "arch-x", "name": "Arch X", "family": "X", "vendor": vendor.slug, "precisions": []}
-    with pytest.raises(TypeError):
-        editor_api.post("/api/v1/architectures/", payload, format="json")
-    assert not Architecture.objects.filter(slug="arch-x").exists()
-
-
 def test_detail_by_slug_and_404(api, catalog) -> None:  # type: ignore[no-untyped-def]
     slug = Configuration.objects.first().slug
     assert api.get(f"{CONFIGS}{slug}/").json()["slug"] == slug
@@ -342,22 +327,12 @@ def test_min_compute_capability_accepts_the_spellings_it_documents(api, db) -> N
 
 
 NODES = "/api/v1/nodes/"
-INVENTORY = {
-    "host": {"hostname": "secret-box.internal", "ram_total_bytes": 2 * 10**12, "architecture": "x86_64"},
-    "nvml": {
-        "driver_version": "550.54.15",
-        "devices": [
-            {
-                "name": "NVIDIA H100 80GB HBM3",
-                "total_memory_bytes": 85_520_809_984,
-                "usable_memory_bytes": 84_954_578_944,
-                "free_memory_bytes": 1,
-                "processes": [{"pid": 4242, "used_memory_bytes": 70 * 10**9}],
-            }
-        ]
-        * 2,
-    },
-}
+# A real inventory as the heartbeat stores it (NodeInventory.as_dict), with a process on the first device.
+_BUSY = dataclasses.replace(gpu(0), processes=(GpuProcess(pid=4242, used_memory_bytes=70 * 10**9),))
+INVENTORY = dataclasses.replace(
+    nvml_inventory(_BUSY, gpu(1)),
+    host=dataclasses.replace(host_info(), hostname="secret-box.internal"),
+).as_dict()
 
 
 def test_node_inventory_and_hostname_are_for_staff_only(api, staff_api, db) -> None:  # type: ignore[no-untyped-def]
