@@ -25,9 +25,11 @@ from django.db.models import Q
 from django.utils import timezone
 from pydantic import ValidationError
 
+from budgets.engine.budget import Budget, BudgetReadError, read_budget
 from budgets.models import Workload
 from budgets.services import budget_estimate, configuration_device, workload_validate
 from catalog.models import Configuration, Node
+from workers.probes.model import InventoryError, read_inventory
 from workers.runner.plan import PlaceholderError, program_argv, template_placeholders
 
 from . import acceptance, calibration
@@ -143,9 +145,12 @@ def node_usable_memory_bytes(node: Node | None, configuration: Configuration) ->
     if node is not None:
         if node.verified_usable_memory_bytes:
             return int(node.verified_usable_memory_bytes)
-        ram = ((node.inventory or {}).get("host") or {}).get("ram_total_bytes")
-        if node.device_count == 0 and isinstance(ram, int) and ram > 0:
-            return ram
+        try:
+            inventory = read_inventory(node.inventory)
+        except InventoryError:  # a stored inventory that does not read: the catalog's figure, as for no inventory
+            inventory = None
+        if node.device_count == 0 and inventory is not None and inventory.host.ram_total_bytes > 0:
+            return inventory.host.ram_total_bytes
     annotated = Configuration.objects.with_memory().filter(pk=configuration.pk).values("usable_memory_bytes").first()
     return int(annotated["usable_memory_bytes"]) if annotated and annotated["usable_memory_bytes"] else None
 
@@ -504,6 +509,7 @@ def measurement_record(
     if existing is not None:
         return existing, False
     peaks = parsed.peaks.by_view()
+    budget, _ = stored_budget(order.budget)
     need, _ = acceptance.vllm_need(parsed.program_report, _needed_kv_tokens(order))
     judged = peaks | ({"vllm_need": need} if need is not None else {})
     try:
@@ -521,12 +527,25 @@ def measurement_record(
                 host_rss_peak_bytes=peaks["host_rss"],
                 document=parsed.dump(),
                 budget=order.budget,
-                ratios=acceptance.view_ratios(judged, order.budget),
+                ratios=acceptance.view_ratios(judged, budget),
             )
     except IntegrityError:  # the same run posted concurrently: the other request stored it
         return Measurement.objects.get(order=order, upload_key=parsed.run_id), False
     order_decide(order, measurement, parsed)
     return measurement, True
+
+
+def stored_budget(data: Any) -> tuple[Budget | None, str | None]:
+    """A stored budget (an order's or a measurement's) through the engine's typed reader: (budget, None), (None,
+    None) when there is none, or (None, why) when it does not read — the comparison is then skipped, the
+    measurement kept, and the decision says why."""
+    if data is None:
+        return None, None
+    try:
+        return read_budget(data), None
+    except BudgetReadError as exc:
+        logger.warning("stored budget does not read: %s", exc)
+        return None, f"the order's stored budget does not read ({exc}); measured peaks were not compared with it"
 
 
 def order_decide(order: Order, measurement: Measurement, document: MeasurementDocument) -> None:
@@ -536,6 +555,7 @@ def order_decide(order: Order, measurement: Measurement, document: MeasurementDo
     if need is not None:
         peaks["vllm_need"] = need
     node = measurement.node
+    budget, unreadable = stored_budget(order.budget)
     decision = acceptance.decide(
         outcome=document.outcome,
         peaks=peaks,
@@ -543,7 +563,7 @@ def order_decide(order: Order, measurement: Measurement, document: MeasurementDo
         usable_memory_bytes=node_usable_memory_bytes(node, order.configuration),
         criteria=acceptance.Criteria(order.min_headroom_fraction, order.max_ms_per_output_token),
         ms_per_output_token=document.ms_per_output_token,
-        budget=order.budget,
+        budget=budget,
         oom_phase=(document.framework or {}).get("oom_phase") if document.framework else None,
     )
     with transaction.atomic():
@@ -553,6 +573,8 @@ def order_decide(order: Order, measurement: Measurement, document: MeasurementDo
         record = {**decision.as_dict(), "measurement": measurement.pk}
         if why:
             record["vllm_need_unavailable"] = why
+        if unreadable:
+            record["budget_unreadable"] = unreadable
         if decision.verdict == "undecided":
             if locked.decided_by_id is None:  # an earlier verdict stands; an undecided run does not erase it
                 locked.decision = record
@@ -627,7 +649,7 @@ def _records(measurement: Measurement, figures: list[tuple[str, float, float]]) 
     if not figures:
         return []
     order = measurement.order
-    views = (measurement.budget.get("per_device") or {}).get("views") or {}
+    bounds = acceptance.estimated_bounds(stored_budget(measurement.budget)[0])
     workload = workload_summary(order.workload.description)
     return [
         calibration.CalibrationRecord(
@@ -639,8 +661,8 @@ def _records(measurement: Measurement, figures: list[tuple[str, float, float]]) 
             view=view,
             measured=measured,
             estimated=estimated,
-            estimated_low=views.get(view, {}).get("low"),
-            estimated_high=views.get(view, {}).get("high"),
+            estimated_low=bounds.get(view, (None, None))[0],
+            estimated_high=bounds.get(view, (None, None))[1],
             workload=workload,
         )
         for view, measured, estimated in figures

@@ -155,6 +155,14 @@ class NodeInventory:
     def cuda_driver_version(self) -> str | None:
         return self.nvml.cuda_driver_version if self.nvml else None
 
+    @staticmethod
+    def from_dict(data: object) -> NodeInventory:
+        """The inventory ``as_dict`` wrote (see :func:`read_inventory`); an empty one is an InventoryError too."""
+        inventory = read_inventory(data)
+        if inventory is None:
+            raise InventoryError("inventory: empty (the node has not reported one)")
+        return inventory
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-serializable (tuples become lists), with the version of this layout, the device count, each
         device's usable memory, and the smallest usable memory with its basis (None without NVML)."""
@@ -175,3 +183,143 @@ def _lists(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_lists(item) for item in value]
     return value
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading an inventory back (a node's stored ``inventory`` JSON): the one typed reader of that layout
+
+
+class InventoryError(ValueError):
+    """A stored or sent inventory that does not read as :class:`NodeInventory`; the message names the field."""
+
+
+class _Fields:
+    """Typed access to one JSON object of the layout, every error naming its dotted path."""
+
+    def __init__(self, data: object, path: str) -> None:
+        if not isinstance(data, dict):
+            raise InventoryError(f"{path}: expected an object, got {_kind(data)}")
+        self.data, self.path = data, path
+
+    def _get(self, name: str, optional: bool) -> Any:
+        if name not in self.data and not optional:
+            raise InventoryError(f"{self.path}.{name}: missing")
+        return self.data.get(name)
+
+    def text(self, name: str, *, optional: bool = False) -> Any:
+        value = self._get(name, optional)
+        if value is None and optional:
+            return None
+        if not isinstance(value, str):
+            raise InventoryError(f"{self.path}.{name}: expected a string, got {_kind(value)}")
+        return value
+
+    def count(self, name: str, *, optional: bool = False) -> Any:
+        value = self._get(name, optional)
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InventoryError(f"{self.path}.{name}: expected a whole number ≥ 0, got {_kind(value)}")
+        return value
+
+    def choice(self, name: str, allowed: tuple[str, ...]) -> Any:
+        value = self._get(name, False)
+        if value not in allowed:
+            raise InventoryError(f"{self.path}.{name}: expected one of {', '.join(allowed)}, got {value!r}")
+        return value
+
+    def child(self, name: str, *, optional: bool = False) -> _Fields | None:
+        value = self._get(name, optional)
+        return None if value is None and optional else _Fields(value, f"{self.path}.{name}")
+
+    def children(self, name: str, *, optional: bool = False) -> list[_Fields] | None:
+        value = self._get(name, optional)
+        if value is None and optional:
+            return None
+        if not isinstance(value, list):
+            raise InventoryError(f"{self.path}.{name}: expected a list, got {_kind(value)}")
+        return [_Fields(item, f"{self.path}.{name}[{index}]") for index, item in enumerate(value)]
+
+
+def _kind(value: object) -> str:
+    return "null" if value is None else f"{type(value).__name__} {value!r}"[:80]
+
+
+_MIG_MODES: tuple[str, ...] = ("enabled", "disabled", "unsupported")
+
+
+def _device(f: _Fields) -> GpuDevice:
+    processes = f.children("processes", optional=True)
+    return GpuDevice(
+        index=f.count("index"),
+        name=f.text("name"),
+        uuid=f.text("uuid"),
+        total_memory_bytes=f.count("total_memory_bytes", optional=True),
+        reserved_memory_bytes=f.count("reserved_memory_bytes", optional=True),
+        free_memory_bytes=f.count("free_memory_bytes", optional=True),
+        used_memory_bytes=f.count("used_memory_bytes", optional=True),
+        memory_info_version=f.count("memory_info_version", optional=True),
+        compute_capability=f.text("compute_capability", optional=True),
+        mig_mode=f.choice("mig_mode", _MIG_MODES),
+        mig_mode_pending=f.choice("mig_mode_pending", _MIG_MODES),
+        processes=None
+        if processes is None
+        else tuple(GpuProcess(pid=p.count("pid"), used_memory_bytes=p.count("used_memory_bytes", optional=True))
+                   for p in processes),
+        processes_error=f.text("processes_error", optional=True),
+    )  # fmt: skip
+
+
+def _nvml(f: _Fields) -> NvmlSystem:
+    return NvmlSystem(
+        driver_version=f.text("driver_version"),
+        cuda_driver_version=f.text("cuda_driver_version", optional=True),
+        cuda_driver_version_int=f.count("cuda_driver_version_int", optional=True),
+        nvml_version=f.text("nvml_version", optional=True),
+        bindings_version=f.text("bindings_version", optional=True),
+        devices=tuple(_device(d) for d in f.children("devices") or []),
+    )
+
+
+def _host(f: _Fields) -> HostInfo:
+    return HostInfo(
+        hostname=f.text("hostname"),
+        operating_system=f.text("operating_system"),
+        architecture=f.text("architecture"),
+        cpu_model=f.text("cpu_model"),
+        logical_cpus=f.count("logical_cpus"),
+        usable_cpus=f.count("usable_cpus"),
+        physical_cores=f.count("physical_cores", optional=True),
+        ram_total_bytes=f.count("ram_total_bytes"),
+        ram_available_bytes=f.count("ram_available_bytes"),
+        disk_path=f.text("disk_path"),
+        disk_total_bytes=f.count("disk_total_bytes"),
+        disk_free_bytes=f.count("disk_free_bytes"),
+        python_version=f.text("python_version"),
+    )
+
+
+def read_inventory(data: object) -> NodeInventory | None:
+    """The inventory :meth:`NodeInventory.as_dict` wrote, read back; None for a node that never reported one
+    (``{}`` or null). Derived keys (``device_count``, each ``usable_memory_bytes``, ``usable_memory_basis``)
+    are recomputed from the facts, not trusted. Raises :class:`InventoryError` naming the first bad field."""
+    if data is None or data == {}:
+        return None
+    f = _Fields(data, "inventory")
+    version = f.data.get("inventory_version", INVENTORY_VERSION)
+    if version != INVENTORY_VERSION:
+        raise InventoryError(f"inventory.inventory_version: this reader knows {INVENTORY_VERSION}, got {version!r}")
+    probe = f.choice("probe", ("nvml", "host"))
+    nvml = f.child("nvml", optional=True)
+    if (probe == "nvml") != (nvml is not None):
+        raise InventoryError(f"inventory.nvml: {'missing' if nvml is None else 'present'} for probe {probe!r}")
+    host = f.child("host")
+    assert host is not None
+    return NodeInventory(
+        probe=probe,
+        device_type=f.choice("device_type", ("gpu", "cpu")),
+        host=_host(host),
+        nvml=_nvml(nvml) if nvml is not None else None,
+        nvml_unavailable_reason=f.text("nvml_unavailable_reason", optional=True),
+        probed_at=f.text("probed_at"),
+    )
