@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from budgets.engine.budget import Budget, budget_views
+
 #: Measurement views, best evidence of device memory first. ``vllm_need`` (when a vLLM program ran) is
 #: what vLLM's own startup report says the workload needs; the device view of a vLLM run is the pool it
 #: preallocates (gpu_memory_utilization × total), which says nothing about the workload.
@@ -80,11 +82,10 @@ def peak_view(peaks: Mapping[str, int | None], order: tuple[str, ...] = VIEWS) -
     return None, None
 
 
-def _largest_component(budget: Mapping[str, Any] | None) -> str | None:
-    components = ((budget or {}).get("per_device") or {}).get("components") or {}
-    if not components:
+def _largest_component(budget: Budget | None) -> str | None:
+    if budget is None:
         return None
-    return max(components.items(), key=lambda item: item[1].get("bytes", 0))[0]
+    return max(budget.per_device.components, key=lambda c: c.bytes).name
 
 
 def _gib(value: int) -> str:
@@ -101,7 +102,7 @@ def decide(
     usable_memory_bytes: int | None,
     criteria: Criteria,
     ms_per_output_token: float | None = None,
-    budget: Mapping[str, Any] | None = None,
+    budget: Budget | None = None,
     oom_phase: str | None = None,
     host_only: bool = False,
 ) -> Decision:
@@ -214,42 +215,31 @@ def decide(
     )
 
 
-def _components_sum(budget: Mapping[str, Any], names: tuple[str, ...]) -> int:
-    components = budget["per_device"]["components"]
-    return sum(int(components[name]["bytes"]) for name in names if name in components)
-
-
-def estimated_views(budget: Mapping[str, Any]) -> dict[str, tuple[int, str]]:
+def estimated_views(budget: Budget) -> dict[str, tuple[int, str]]:
     """What the budget predicts for each view, and which figure of the budget that is.
 
-    A budget with ``per_device.views`` says it directly. Otherwise: on ``cpu`` the total is the
-    framework's allocated peak (WORKLOAD.md); on ``cuda`` the total is the device view, and the
-    framework views leave out what the allocator does not hold (the CUDA context is ``runtime``; the
-    caching allocator's slack is ``fragmentation``, held in reserved but not allocated). A vLLM budget with a
-    device memory also predicts ``vllm_need`` (``serving.need_bytes``).
+    The budget's views (:func:`budgets.engine.budget.budget_views`: on ``cuda`` the total is the device view,
+    and the framework views leave out what the allocator does not hold — the CUDA context is ``runtime``, the
+    caching allocator's slack is ``fragmentation``; on ``cpu`` the total is the framework's allocated peak).
+    A vLLM budget with a device memory also predicts ``vllm_need`` (``serving.need_bytes``). A stored budget
+    comes here through ``budgets.engine.budget.read_budget``.
     """
-    need = (budget.get("serving") or {}).get("need_bytes")
-    vllm = {"vllm_need": (int(need), "serving.need_bytes")} if isinstance(need, int) and need > 0 else {}
-    per_device = budget.get("per_device") or {}
-    views = per_device.get("views")
-    if isinstance(views, Mapping) and views:
-        named = {name: (int(v["bytes"]), f"per_device.views.{name}") for name, v in views.items() if "bytes" in v}
-        return named | vllm
-    total = int(per_device["total"]["bytes"])
-    if budget.get("device") == "cpu":
-        return {"framework_allocated": (total, "per_device.total (cpu: tensor bytes)")}
-    runtime = _components_sum(budget, ("runtime",))
-    slack = _components_sum(budget, ("fragmentation",))
-    return {
-        "device_used": (total, "per_device.total"),
-        "framework_reserved": (total - runtime, "per_device.total − runtime"),
-        "framework_allocated": (total - runtime - slack, "per_device.total − runtime − fragmentation"),
-    } | vllm
+    views = budget_views(budget.device, budget.per_device)
+    named = {name: (view["bytes"], f"per_device.views.{name}") for name, view in views.items()}
+    need = budget.serving.need_bytes if budget.serving is not None else None
+    return named | ({"vllm_need": (need, "serving.need_bytes")} if need is not None and need > 0 else {})
 
 
-def view_ratios(peaks: Mapping[str, int | None], budget: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+def estimated_bounds(budget: Budget | None) -> dict[str, tuple[int, int]]:
+    """Each view's (low, high) estimate, for the views the budget has ranges for."""
+    if budget is None:
+        return {}
+    return {name: (v["low"], v["high"]) for name, v in budget_views(budget.device, budget.per_device).items()}
+
+
+def view_ratios(peaks: Mapping[str, int | None], budget: Budget | None) -> dict[str, dict[str, Any]]:
     """measured / estimated for every view both sides have, with the budget figure it was compared with."""
-    if not budget:
+    if budget is None:
         return {}
     out: dict[str, dict[str, Any]] = {}
     for view, (estimated, basis) in estimated_views(budget).items():

@@ -1,7 +1,8 @@
-"""The budget (the answer): frozen dataclasses, the WORKLOAD.md contract dict and a text table."""
+"""The budget (the answer): frozen dataclasses, the WORKLOAD.md contract dict, its typed reader and a text table."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -238,3 +239,140 @@ def render_table(budget: Budget) -> str:
     lines.append("assumptions:")
     lines.extend(f"  - {a}" for a in budget.assumptions)
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading a stored budget back (the contract JSON a workload, an order or a measurement keeps)
+
+
+class BudgetReadError(ValueError):
+    """A stored budget that does not read as :class:`Budget`; the message names the field (``per_device.total``)."""
+
+
+_MISSING = object()
+
+
+def _field(data: Mapping[str, Any], path: str, name: str, kinds: tuple[type, ...], *, optional: bool = False) -> Any:
+    value = data.get(name, _MISSING)
+    where = f"{path}.{name}" if path else name
+    if value is _MISSING or value is None:
+        if optional:
+            return None
+        raise BudgetReadError(f"{where}: {'missing' if value is _MISSING else 'null'}")
+    if isinstance(value, bool) and bool not in kinds:
+        raise BudgetReadError(f"{where}: expected {_names(kinds)}, got {value!r}")
+    if not isinstance(value, kinds):
+        raise BudgetReadError(f"{where}: expected {_names(kinds)}, got {type(value).__name__} {value!r}"[:160])
+    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        raise BudgetReadError(f"{where}: expected a number ≥ 0, got {value}")
+    return value
+
+
+def _names(kinds: tuple[type, ...]) -> str:
+    words = {int: "a whole number", float: "a number", str: "a string", dict: "an object", list: "a list",
+             bool: "true or false"}  # fmt: skip
+    return " or ".join(words.get(kind, kind.__name__) for kind in kinds)
+
+
+def _object(data: Mapping[str, Any], path: str, name: str) -> Mapping[str, Any]:
+    return _field(data, path, name, (dict,))  # type: ignore[no-any-return]
+
+
+def _range(data: Mapping[str, Any], path: str) -> tuple[int, int, int]:
+    low, expected, high = (_field(data, path, key, (int,)) for key in ("low", "bytes", "high"))
+    if not low <= expected <= high:
+        raise BudgetReadError(f"{path}: expected low ≤ bytes ≤ high, got {low}, {expected}, {high}")
+    return low, expected, high
+
+
+_SERVING_FIELDS: dict[str, tuple[type, ...]] = {
+    "kv_pool_bytes": (int,),
+    "max_concurrent_sessions_at_max_request": (int,),
+    "max_request_tokens_at_concurrency": (int,),
+    "device_memory_bytes": (int,),
+    "kv_pool_tokens": (int,),
+    "max_concurrency": (int, float),
+    "starts": (bool,),
+    "reason": (str,),
+    "shortfall_bytes": (int,),
+    "max_model_len": (int,),
+    "max_num_seqs": (int,),
+    "max_num_batched_tokens": (int,),
+    "profile": (str,),
+    "need_bytes": (int,),
+}
+
+
+def _serving(data: Mapping[str, Any]) -> ServingPlan:
+    optional = {name: _field(data, "serving", name, kinds, optional=True) for name, kinds in _SERVING_FIELDS.items()}
+    if isinstance(optional["max_concurrency"], int):
+        optional["max_concurrency"] = float(optional["max_concurrency"])
+    return ServingPlan(
+        kv_bytes_per_token=_field(data, "serving", "kv_bytes_per_token", (int,)),
+        kv_bytes_needed=_field(data, "serving", "kv_bytes_needed", (int,)),
+        **optional,
+    )
+
+
+def read_budget(data: object) -> Budget:
+    """The Budget JSON :meth:`Budget.as_contract` wrote, read back into a :class:`Budget`.
+
+    Every component of :data:`COMPONENT_NAMES` must be there, each with ``low ≤ bytes ≤ high``; ``views`` are
+    derived from the components (:func:`budget_views`) and not read. What the contract does not store reads as
+    the nearest it says: a phase's low and high as its expected bytes, ``serving.available_kv_bytes`` as None.
+    So ``read_budget(b.as_contract()).as_contract() == b.as_contract()``. Raises :class:`BudgetReadError` naming
+    the first field that is missing or of the wrong kind — never a KeyError.
+    """
+    if not isinstance(data, Mapping):
+        raise BudgetReadError(f"budget: expected an object, got {type(data).__name__}")
+    per_device = _object(data, "", "per_device")
+    components = _object(per_device, "per_device", "components")
+    unknown = sorted(set(components) - set(COMPONENT_NAMES))
+    if unknown:
+        raise BudgetReadError(
+            f"per_device.components: unknown component(s) {', '.join(unknown)}; known: {', '.join(COMPONENT_NAMES)}"
+        )
+    parts = []
+    for name in COMPONENT_NAMES:
+        component = _object(components, "per_device.components", name)
+        low, expected, high = _range(component, f"per_device.components.{name}")
+        note = _field(component, f"per_device.components.{name}", "note", (str,), optional=True) or ""
+        parts.append(ComponentBudget(name=name, low=low, bytes=expected, high=high, note=note))
+    total_low, total, total_high = _range(_object(per_device, "per_device", "total"), "per_device.total")
+    phases = _object(per_device, "per_device", "phases")
+    device = _field(data, "", "device", (str,))
+    if device not in ("cuda", "cpu"):
+        raise BudgetReadError(f"device: expected cuda or cpu, got {device!r}")
+    host = _object(data, "", "host")
+    assumptions = _field(data, "", "assumptions", (list,))
+    if not all(isinstance(a, str) for a in assumptions):
+        raise BudgetReadError("assumptions: expected a list of strings")
+    if data.get("calibration") is not None:
+        raise BudgetReadError("calibration: expected null (a stored budget carries no calibration)")
+    devices = _field(data, "", "devices", (int,))
+    if devices < 1:
+        raise BudgetReadError(f"devices: expected a whole number ≥ 1, got {devices}")
+    serving = data.get("serving")
+    return Budget(
+        workload=_field(data, "", "workload", (str,)),
+        device=device,
+        devices=devices,
+        per_device=DeviceBudget(
+            components=tuple(parts),
+            total_bytes=total,
+            total_low_bytes=total_low,
+            total_high_bytes=total_high,
+            peak_phase=_field(per_device, "per_device", "peak_phase", (str,)),
+            phases=tuple(
+                PhasePeak(name=name, bytes=value, low=value, high=value)
+                for name in phases
+                for value in (_field(phases, "per_device.phases", name, (int,)),)
+            ),
+        ),
+        host=HostBudget(
+            ram_bytes=_field(host, "host", "ram_bytes", (int,)), disk_bytes=_field(host, "host", "disk_bytes", (int,))
+        ),
+        assumptions=tuple(assumptions),
+        plan=dict(_object(data, "", "plan")),
+        serving=None if serving is None else _serving(_object(data, "", "serving")),
+    )

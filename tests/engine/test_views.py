@@ -37,8 +37,8 @@ def test_allocated_within_reserved_within_device_used(path: Path) -> None:
 
 def test_measurements_compare_like_with_like() -> None:
     path = next(p for p in WORKLOADS if p.stem == "vllm-llama-3.1-8b-chat")
-    budget = estimate(Workload.model_validate(json.loads(path.read_text()))).as_contract()
-    views = budget["per_device"]["views"]
+    budget = estimate(Workload.model_validate(json.loads(path.read_text())))
+    views = budget.as_contract()["per_device"]["views"]
     ratios = view_ratios({"framework_reserved": views["framework_reserved"]["bytes"]}, budget)
     assert ratios["framework_reserved"]["ratio"] == 1.0
     assert ratios["framework_reserved"]["basis"] == "per_device.views.framework_reserved"

@@ -4,23 +4,24 @@ from __future__ import annotations
 
 import pytest
 
+from budgets.engine.budget import COMPONENT_NAMES, Budget, ComponentBudget, DeviceBudget, HostBudget, ServingPlan
 from measurements.acceptance import Criteria, TransitionError, check_transition, decide, view_ratios, vllm_need
 
 GIB = 2**30
 USABLE = 80 * GIB
 CRITERIA = Criteria(min_headroom_fraction=0.10, max_ms_per_output_token=50.0)
-BUDGET = {
-    "device": "cuda",
-    "per_device": {
-        "components": {
-            "weights": {"bytes": 16 * GIB},
-            "kv_cache": {"bytes": 40 * GIB},
-            "runtime": {"bytes": GIB},
-            "fragmentation": {"bytes": 2 * GIB},
-        },
-        "total": {"bytes": 60 * GIB},
-    },
-}
+
+
+def budget(total: int, device: str = "cuda", need_bytes: int | None = None, **components: int) -> Budget:
+    """A budget as ``budgets.engine.budget.read_budget`` reads a stored one (components not named are 0)."""
+    parts = tuple(ComponentBudget(n, components.get(n, 0), components.get(n, 0), components.get(n, 0), "")
+                  for n in COMPONENT_NAMES)  # fmt: skip
+    serving = None if need_bytes is None else ServingPlan(0, 0, 50 * GIB, need_bytes=need_bytes)
+    return Budget("w", device, 1, DeviceBudget(parts, total, total, total, "decode", ()), HostBudget(0, 0), (), {},
+                  serving)  # fmt: skip
+
+
+BUDGET = budget(60 * GIB, weights=16 * GIB, kv_cache=40 * GIB, runtime=GIB, fragmentation=2 * GIB)
 
 
 def test_a_peak_with_enough_headroom_is_accepted_and_says_its_numbers() -> None:
@@ -74,14 +75,15 @@ def test_ratios_compare_each_view_with_the_budget_figure_that_predicts_it() -> N
     assert ratios["framework_allocated"]["estimated_bytes"] == 57 * GIB  # total − runtime − fragmentation
     assert ratios["framework_allocated"]["ratio"] == pytest.approx(1.0)
     assert "host_rss" not in ratios
-    cpu = {"device": "cpu", "per_device": {"components": {}, "total": {"bytes": 1000}}}
+    cpu = budget(1000, device="cpu")
     assert view_ratios({"framework_allocated": 1100}, cpu)["framework_allocated"]["ratio"] == pytest.approx(1.1)
 
 
 def test_a_vllm_budget_predicts_the_vllm_need_view() -> None:
     # the engine's serving block says what the workload needs of vLLM's share; a measured vllm_need (from
     # vLLM's own start-up report) is compared with it, like with like
-    vllm_budget = {**BUDGET, "serving": {"need_bytes": 40 * GIB, "kv_pool_bytes": 50 * GIB}}
+    vllm_budget = budget(60 * GIB, need_bytes=40 * GIB, weights=16 * GIB, kv_cache=40 * GIB, runtime=GIB,
+                         fragmentation=2 * GIB)  # fmt: skip
     ratios = view_ratios({"vllm_need": 44 * GIB, "device_used": 72 * GIB}, vllm_budget)
     assert ratios["vllm_need"] == {"measured_bytes": 44 * GIB, "estimated_bytes": 40 * GIB, "ratio": 1.1,
                                    "basis": "serving.need_bytes"}  # fmt: skip

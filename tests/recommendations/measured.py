@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from budgets.engine.budget import read_budget
 from budgets.models import Workload
 from budgets.services import workload_create
 from catalog.models import Configuration
@@ -26,7 +27,7 @@ def measured_workload(owner, ratio: float = 1.2) -> tuple[Workload, Measurement]
     configuration = Configuration.objects.get(slug=H100_X1)
     order = measurement_services.order_create(owner=owner, workload=workload, configuration=configuration)
     job = AcceptanceJob.objects.create(order=order)
-    estimated, _ = acceptance.estimated_views(order.budget)["device_used"]
+    estimated, _ = acceptance.estimated_views(read_budget(order.budget))["device_used"]
     peaks = {"device_used_bytes": int(estimated * ratio), "host_rss_bytes": 3 * 2**30, "reasons": {}}
     measurement, _ = measurement_services.measurement_record(
         order, measurement_document(peaks=peaks), source=MeasurementSource.JOB, job=job
