@@ -1,4 +1,7 @@
-"""Budget services: validate a description once, estimate it, store it. Views, admin and commands call these."""
+"""Budget services: validate a description once, estimate it, store it. Views, admin and commands call these.
+
+``manage.py estimate`` and ``POST /api/v1/estimate`` both go ``workload_validate`` → ``budget_compute`` (the 1 EiB
+guard); a budget stored as JSON is read back through ``budgets.engine.budget.read_budget``."""
 
 from __future__ import annotations
 
@@ -82,16 +85,16 @@ def _model_label(spec: WorkloadSpec) -> str:
 @transaction.atomic
 def workload_create(*, owner, data: Any) -> Workload:  # type: ignore[no-untyped-def]
     spec = workload_validate(data)
-    budget = budget_estimate(spec)
+    budget = budget_compute(spec)
     return Workload.objects.create(
         owner=owner,
         name=spec.name,
         task=spec.task,
         model_label=_model_label(spec),
         description=spec.model_dump(mode="json", exclude_none=False),
-        budget=budget,
-        peak_bytes=budget["per_device"]["total"]["bytes"],
-        device_count=budget["devices"],
+        budget=budget.as_contract(),
+        peak_bytes=budget.per_device.total_bytes,
+        device_count=budget.devices,
         estimated_at=timezone.now(),
     )
 
@@ -100,10 +103,10 @@ def workload_create(*, owner, data: Any) -> Workload:  # type: ignore[no-untyped
 def workload_reestimate(workload: Workload) -> Workload:
     """Recompute the stored budget (after the engine or the presets changed)."""
     spec = workload_validate(workload.description)
-    budget = budget_estimate(spec)
-    workload.budget = budget
-    workload.peak_bytes = budget["per_device"]["total"]["bytes"]
-    workload.device_count = budget["devices"]
+    budget = budget_compute(spec)
+    workload.budget = budget.as_contract()
+    workload.peak_bytes = budget.per_device.total_bytes
+    workload.device_count = budget.devices
     workload.estimated_at = timezone.now()
     workload.save(update_fields=["budget", "peak_bytes", "device_count", "estimated_at", "updated_at"])
     return workload

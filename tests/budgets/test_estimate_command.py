@@ -64,3 +64,35 @@ def test_real_process_stdout_is_pure_json() -> None:
     )
     assert result.returncode == 0, result.stderr
     json.loads(result.stdout)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_the_command_answers_what_the_api_answers(api, path) -> None:  # type: ignore[no-untyped-def]
+    """Both call budgets.services (workload_validate, then budget_compute): the same budget, to the byte."""
+    out = StringIO()
+    call_command("estimate", str(path), "--device-memory", "80GiB", stdout=out)
+    response = api.post("/api/v1/estimate?device_memory=80GiB", json.loads(path.read_text()), format="json")
+    assert response.status_code == 200, response.content
+    assert json.loads(out.getvalue()) == response.json()
+
+
+@pytest.mark.django_db
+def test_the_command_refuses_what_the_api_refuses_with_the_same_words(api, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The 1 EiB guard lives in budgets.services.budget_compute; the command and the API both go through it."""
+    huge = {
+        "name": "typo",
+        "task": "custom",
+        "custom": {
+            "components": [{"name": "scene", "category": "weights", "bytes": 10**15, "per_concurrent": True}],
+            "concurrency": 100_000,
+        },
+    }
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(huge))
+    refused = api.post("/api/v1/estimate", huge, format="json")
+    assert refused.status_code == 400
+    with pytest.raises(CommandError) as excinfo:
+        call_command("estimate", str(path), stdout=StringIO())
+    assert str(excinfo.value) == f"{path}: {refused.json()['workload'][0]}"
+    assert "1 EiB" in str(excinfo.value) and "largest component: weights" in str(excinfo.value)
