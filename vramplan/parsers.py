@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 
 NUL = "\x00"
+NUL_MESSAGE = "NUL characters and unpaired surrogates are not allowed."
 MAX_DEPTH = 32  # nesting levels of objects and lists
 
 
@@ -47,10 +48,11 @@ def _bad_paths(value: Any, path: str = "", depth: int = 0) -> Iterator[str]:
 
 
 def reject_nul(data: Any) -> Any:
-    """Refuse NUL characters and lone surrogates anywhere in ``data``, naming the first fields."""
+    """Refuse NUL characters and lone surrogates anywhere in ``data``: a 400 keyed by the first five fields
+    that hold them (dotted paths, as every other field error), each saying what is not allowed."""
     fields = [f.encode("utf-8", "replace").decode("utf-8").replace(NUL, "\\0") for f in _bad_paths(data)]
     if fields:
-        raise ParseError(f"NUL characters and unpaired surrogates are not allowed (in {', '.join(fields[:5])}).")
+        raise ValidationError({field: [NUL_MESSAGE] for field in fields[:5]})
     return data
 
 

@@ -142,6 +142,8 @@ def _check_spec_bounds(spec: ModelSpec) -> None:
         "intermediate_size": (spec.intermediate_size, 1, 1_048_576),
         "vocab_size": (spec.vocab_size, 1, 4_194_304),
         "num_experts": (spec.num_experts, 1, 4096),
+        # 0 = not given; 2^27 tokens is over ten times the longest context published (10M, Llama 4 Scout)
+        "max_position_embeddings": (spec.max_position_embeddings, 0, 2**27),
     }
     for name, (value, lo, hi) in limits.items():
         if not lo <= value <= hi:

@@ -108,6 +108,14 @@ def test_absurd_hf_config_is_rejected():
     assert any("hidden_size" in m for m in errs["model"])
 
 
+def test_an_absurd_context_length_in_an_hf_config_is_rejected_by_name():
+    # found by tests/test_input_fuzz.py: 10**40 positions made vLLM's rotary cache pass 1 EiB
+    cfg = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 10**40}  # fmt: skip
+    errs = _errors({"task": "inference", "model": {"hf_config": cfg}})
+    assert any("max_position_embeddings" in m for m in errs["model"])
+
+
 def test_json_schema_comes_from_the_model():
     schema = workload_json_schema()
     assert schema["additionalProperties"] is False
