@@ -46,18 +46,18 @@ class FullCleanMixin:
     A violated constraint then becomes a 400 naming the field, never an IntegrityError and a 500.
     """
 
-    def _clean(self, instance):  # type: ignore[no-untyped-def]
+    def _clean(self, instance):
         try:
             instance.full_clean()
         except DjangoValidationError as exc:
             raise serializers.ValidationError(serializers.as_serializer_error(exc)) from None
 
-    def _pop_many_to_many(self, validated_data):  # type: ignore[no-untyped-def]
+    def _pop_many_to_many(self, validated_data):
         """The model's many-to-many values, set after the row exists (a JSON list is an ordinary value)."""
         names = {field.name for field in self.Meta.model._meta.many_to_many}  # type: ignore[attr-defined]
         return {name: validated_data.pop(name) for name in list(validated_data) if name in names}
 
-    def create(self, validated_data):  # type: ignore[no-untyped-def]
+    def create(self, validated_data):
         many = self._pop_many_to_many(validated_data)
         with transaction.atomic():
             instance = self.Meta.model(**validated_data)  # type: ignore[attr-defined]
@@ -67,7 +67,7 @@ class FullCleanMixin:
                 getattr(instance, field).set(values)
         return instance
 
-    def update(self, instance, validated_data):  # type: ignore[no-untyped-def]
+    def update(self, instance, validated_data):
         many = self._pop_many_to_many(validated_data)
         with transaction.atomic():
             for field, value in validated_data.items():
@@ -314,7 +314,7 @@ class NodeSerializer(FullCleanMixin, serializers.ModelSerializer):
             "probe": obj.probe,
             "device_count": obj.device_count,
             "devices": devices,
-            "total_device_memory_bytes": None if None in totals else sum(totals),  # type: ignore[arg-type]
+            "total_device_memory_bytes": None if None in totals else sum(totals),
             "host_ram_total_bytes": _int_or_none(host.get("ram_total_bytes")),
             "driver_version": obj.driver_version,
             "cuda_driver_version": obj.cuda_driver_version,

@@ -15,7 +15,7 @@ from .permissions import CatalogPermission
 from .serializers import AcceleratorSerializer, ArchitectureSerializer, ConfigurationSerializer, NodeSerializer
 
 
-def _errors(viewset):  # type: ignore[no-untyped-def]
+def _errors(viewset):
     """Document 400/401/403/404 on every action of a catalog viewset."""
     serializer = viewset.serializer_class
     ok = {
@@ -35,11 +35,11 @@ class CatalogViewSet(viewsets.ModelViewSet):
     permission_classes = [CatalogPermission]
     lookup_field = "slug"
 
-    def perform_create(self, serializer) -> None:  # type: ignore[no-untyped-def]
+    def perform_create(self, serializer) -> None:
         instance = serializer.save()
         serializer.instance = self.get_queryset().get(pk=instance.pk)  # re-read with annotations
 
-    def perform_update(self, serializer) -> None:  # type: ignore[no-untyped-def]
+    def perform_update(self, serializer) -> None:
         self.perform_create(serializer)
 
 

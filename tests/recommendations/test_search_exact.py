@@ -40,7 +40,7 @@ def _compatible(workload: Workload) -> list[ConfigurationView]:
     return [v for v in _views().values() if judge(v, evaluator, NONE, requirements).verdict != Verdict.UNSUPPORTED]
 
 
-def _first_fitting_plan(workload: Workload, view: ConfigurationView):  # type: ignore[no-untyped-def]
+def _first_fitting_plan(workload: Workload, view: ConfigurationView):
     """The plain definition: every candidate budgeted, the first in cost order that fits."""
     evaluator = Evaluator(workload)
     usable, _ = usable_for(workload, view)
