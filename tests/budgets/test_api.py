@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "fixtures" / "workloads").glob("*.json"))
 COMPONENTS = set(COMPONENT_NAMES)
 
-CHAT = {
+CHAT: dict[str, Any] = {
     "name": "support-chat-8b",
     "task": "inference",
     "model": {"preset": "llama-3.1-8b"},

@@ -74,7 +74,7 @@ def _with(workload: Workload, dotted: str, value: int) -> Workload:
     part = getattr(workload, section).model_copy(update={field: value})
     update = {field: value}
     if dotted == "inference.max_input_tokens":
-        update["max_model_len"] = value + workload.inference.max_output_tokens  # type: ignore[union-attr]
+        update["max_model_len"] = value + workload.inference.max_output_tokens
         part = getattr(workload, section).model_copy(update=update)
     return workload.model_copy(update={section: part})
 

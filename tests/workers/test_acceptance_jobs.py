@@ -192,7 +192,7 @@ def private_redis(tmp_path: Path) -> Iterator[dict]:
 
 def _point_app_at(url: str) -> None:
     """Make this process's Celery app publish to ``url`` (its pools are rebuilt on next use)."""
-    app.conf.broker_url = app.conf.broker_write_url = app.conf.broker_read_url = url
+    app.conf.broker_url = app.conf.broker_write_url = app.conf.broker_read_url = url  # type: ignore[misc]
     app._pool = None
     app.amqp._producer_pool = None
 
