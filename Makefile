@@ -31,11 +31,12 @@ dev-install: $(VENV)/.dev-installed
 run: install
 	@DJANGO_DEBUG=$${DJANGO_DEBUG:-1} HOST=$(HOST) PORT=$(PORT) BIN=$(BIN) ./scripts/run.sh
 
-## make test: ruff (lint and format), the import-linter contract, then pytest (PostgreSQL/Redis when DATABASE_URL/CELERY_BROKER_URL say so).
+## make test: ruff (lint and format), the import-linter contract, mypy, then pytest (PostgreSQL/Redis when DATABASE_URL/CELERY_BROKER_URL say so).
 test: dev-install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	DJANGO_SECRET_KEY=$${DJANGO_SECRET_KEY:-test-only-not-a-secret} $(BIN)/mypy
 	DJANGO_SECRET_KEY=$${DJANGO_SECRET_KEY:-test-only-not-a-secret} $(BIN)/python -m pytest; \
 	  rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; exit 1; fi; exit $$rc
 
@@ -43,6 +44,7 @@ lint: dev-install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	DJANGO_SECRET_KEY=$${DJANGO_SECRET_KEY:-test-only-not-a-secret} $(BIN)/mypy
 
 ## make catalog: rebuild fixtures/catalog from ../shared/data (fails if the committed files are stale), then load it.
 catalog: install

@@ -50,7 +50,7 @@ class WorkloadAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # workloads come through the API, validated by the engine
 
-    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
+    def get_readonly_fields(self, request, obj=None):
         # The name is part of the stored description and its budget: edit through the API, not here.
         return [*self.readonly_fields, "name", "owner", "task", "model_label"]
 

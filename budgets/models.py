@@ -14,7 +14,7 @@ class WorkloadTask(models.TextChoices):
 
 
 class WorkloadQuerySet(models.QuerySet):
-    def visible_to(self, user) -> WorkloadQuerySet:  # type: ignore[no-untyped-def]
+    def visible_to(self, user) -> WorkloadQuerySet:
         """Owners see their own workloads, staff see all: another user's workload is a 404."""
         return self if user.is_staff else self.filter(owner=user)
 

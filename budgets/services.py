@@ -83,7 +83,7 @@ def _model_label(spec: WorkloadSpec) -> str:
 
 
 @transaction.atomic
-def workload_create(*, owner, data: Any) -> Workload:  # type: ignore[no-untyped-def]
+def workload_create(*, owner, data: Any) -> Workload:
     spec = workload_validate(data)
     budget = budget_compute(spec)
     return Workload.objects.create(

@@ -43,7 +43,7 @@ class MemoryBandFilter(admin.SimpleListFilter):
     parameter_name = "memory_band"
     field = "marketed_memory_bytes"
 
-    def lookups(self, request, model_admin):  # type: ignore[no-untyped-def]
+    def lookups(self, request, model_admin):
         return [(slug, label) for slug, label, _, _ in MEMORY_BANDS_GB]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
@@ -69,7 +69,7 @@ class DriverBranchFilter(admin.SimpleListFilter):
     title = "driver branch"
     parameter_name = "driver_branch"
 
-    def lookups(self, request, model_admin):  # type: ignore[no-untyped-def]
+    def lookups(self, request, model_admin):
         versions = (
             Configuration.objects.filter(accelerator__architecture__vendor__slug=VendorSlug.NVIDIA)
             .values_list("driver_version", flat=True)
@@ -82,10 +82,10 @@ class DriverBranchFilter(admin.SimpleListFilter):
         if not self.value():
             return queryset
         try:
-            branch = parse_driver_branch(self.value())
+            branch = parse_driver_branch(self.value() or "")  # not empty: checked above
         except UnitError as exc:
             raise IncorrectLookupParameters(str(exc)) from None
-        return queryset.in_driver_branch(branch)
+        return queryset.in_driver_branch(branch)  # type: ignore[attr-defined]  # a ConfigurationQuerySet
 
 
 class CatalogForm(forms.ModelForm):
@@ -93,7 +93,7 @@ class CatalogForm(forms.ModelForm):
     row the service would refuse is a form error on its field, not a failure after the form was accepted."""
 
     def _post_clean(self) -> None:
-        super()._post_clean()
+        super()._post_clean()  # type: ignore[misc]  # BaseModelForm._post_clean: not in django-stubs
         try:
             services.catalog_rules_check(self.instance)
         except ValidationError as exc:
@@ -293,7 +293,7 @@ class ConfigurationAdmin(CatalogAdmin):
     readonly_fields = ["per_device_memory", "usable", "usable_source", "total_memory", "driver_branch"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Configuration]:
-        return super().get_queryset(request).with_memory()
+        return super().get_queryset(request).with_memory()  # type: ignore[attr-defined]  # ConfigurationQuerySet
 
     @admin.display(description="per device", ordering="per_device_memory_bytes")
     def per_device_memory(self, obj: Configuration) -> str:

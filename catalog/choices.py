@@ -29,7 +29,7 @@ class ProbeKind(models.TextChoices):
 
 # Canonical tensor-core formats, named in one place (catalog.compat.precision). ``fp8`` is OCP e4m3/e5m2;
 # AMD CDNA3's FNUZ variant is ``fp8_fnuz``.
-PrecisionSlug = models.TextChoices(
+PrecisionSlug = models.TextChoices(  # type: ignore[call-overload]  # the stubs take no (value, label) pairs
     "PrecisionSlug", [(slug.upper(), (slug, PRECISION_LABELS[slug])) for slug in CANONICAL_PRECISIONS]
 )
 

@@ -14,7 +14,7 @@ from rest_framework.exceptions import ValidationError as ApiValidationError
 
 from . import compat
 from .choices import ConfigurationKind, PrecisionSlug, VendorSlug
-from .models import Accelerator, Architecture, Configuration, CudaToolkit, Node
+from .models import Accelerator, Architecture, Configuration, ConfigurationQuerySet, CudaToolkit, Node
 from .units import MEMORY_HELP, UnitError, parse_driver_branch, parse_memory
 
 
@@ -27,7 +27,7 @@ def _invalid(message: str) -> ValidationError:
 class MemoryField(forms.CharField):
     """``80GB``, ``79GiB``, ``81920MiB`` or bare bytes → int bytes."""
 
-    def to_python(self, value):  # type: ignore[no-untyped-def]
+    def to_python(self, value):
         value = super().to_python(value)
         if value in self.empty_values:
             return None
@@ -44,7 +44,7 @@ class MemoryFilter(filters.Filter):
 class CudaVersionField(forms.CharField):
     """``12.4``, ``12.4.1`` or ``cu124`` → the normalized version string (catalog.compat.parse_cuda_version)."""
 
-    def to_python(self, value):  # type: ignore[no-untyped-def]
+    def to_python(self, value):
         value = super().to_python(value)
         if value in self.empty_values:
             return None
@@ -61,7 +61,7 @@ class CudaVersionFilter(filters.Filter):
 class ComputeCapabilityField(forms.CharField):
     """``8.9``, ``89`` or ``sm_90`` → a ComputeCapability (catalog.compat.parse_compute_capability)."""
 
-    def to_python(self, value):  # type: ignore[no-untyped-def]
+    def to_python(self, value):
         value = super().to_python(value)
         if value in self.empty_values:
             return None
@@ -78,7 +78,7 @@ class ComputeCapabilityFilter(filters.Filter):
 class DriverBranchField(forms.CharField):
     """``R550`` or ``550`` → 550 (catalog.units.parse_driver_branch)."""
 
-    def to_python(self, value):  # type: ignore[no-untyped-def]
+    def to_python(self, value):
         value = super().to_python(value)
         if value in self.empty_values:
             return None
@@ -95,7 +95,7 @@ class DriverBranchFilter(filters.Filter):
 class StrictChoiceFilter(filters.ChoiceFilter):
     """A choice filter whose error lists the allowed values."""
 
-    def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def __init__(self, *args, **kwargs):
         choices = kwargs["choices"]
         allowed = ", ".join(str(value) for value, _ in choices)
         kwargs.setdefault(
@@ -107,7 +107,7 @@ class StrictChoiceFilter(filters.ChoiceFilter):
 class StrictBooleanField(forms.CharField):
     """``true``/``false`` (or 1/0, yes/no); anything else is an error, not a silently ignored filter."""
 
-    def to_python(self, value):  # type: ignore[no-untyped-def]
+    def to_python(self, value):
         value = super().to_python(value)
         if value in self.empty_values:
             return None
@@ -226,7 +226,7 @@ class ConfigurationFilterSet(filters.FilterSet):
     def filter_device(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         return queryset.filter(kind=ConfigurationKind.CPU if value == "cpu" else ConfigurationKind.GPU)
 
-    def filter_driver_branch(self, queryset: QuerySet, name: str, value: int) -> QuerySet:
+    def filter_driver_branch(self, queryset: ConfigurationQuerySet, name: str, value: int) -> ConfigurationQuerySet:
         return queryset.in_driver_branch(value)
 
 

@@ -381,7 +381,7 @@ class Configuration(models.Model):
         if self.accelerator is None:
             return host_usable_memory(self.host_ram_bytes)
         if hasattr(self, "verified_node_name"):
-            verified, node_name = self.verified_usable_memory_bytes, self.verified_node_name or ""
+            verified, node_name = self.verified_usable_memory_bytes, self.verified_node_name or ""  # type: ignore[attr-defined]
         else:
             row = (
                 self.nodes.filter(verified_usable_memory_bytes__isnull=False)

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import QuerySet
-
 from .compat import Facts, Toolkit, Wheel
-from .models import Configuration, CudaToolkit, PyTorchWheel
+from .models import Configuration, ConfigurationQuerySet, CudaToolkit, PyTorchWheel
 from .usable import UsableMemory
 
 
@@ -64,7 +62,7 @@ def configuration_facts(configuration: Configuration, tables: CompatTables) -> F
     )
 
 
-def configurations_for_recommendation(queryset: QuerySet[Configuration] | None = None) -> QuerySet[Configuration]:
+def configurations_for_recommendation(queryset: ConfigurationQuerySet | None = None) -> ConfigurationQuerySet:
     """Configurations annotated with their memory (``with_memory()``) and with everything
     :func:`configuration_facts` and ``Configuration.usable_memory`` read already loaded: a fixed number of
     queries for the whole list."""
@@ -85,7 +83,7 @@ class ConfigurationCandidate:
     facts: Facts
 
 
-def configuration_candidates(queryset: QuerySet[Configuration] | None = None) -> list[ConfigurationCandidate]:
+def configuration_candidates(queryset: ConfigurationQuerySet | None = None) -> list[ConfigurationCandidate]:
     """Every configuration (or those of ``queryset``) with its usable memory and compatibility facts."""
     tables = compat_tables()
     return [

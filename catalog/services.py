@@ -88,21 +88,6 @@ class LoadReport:
 
 
 # --------------------------------------------------------------------------------------------------
-# Upserts
-
-
-def _same(model_field: models.Field, current: Any, wanted: Any) -> bool:
-    if isinstance(model_field, models.ForeignKey):
-        return current == (wanted.pk if wanted is not None else None)
-    if wanted is None or current is None:
-        return wanted is None and current is None
-    try:
-        return model_field.to_python(current) == model_field.to_python(wanted)
-    except ValidationError:
-        return False
-
-
-# --------------------------------------------------------------------------------------------------
 # Rules beyond the model's own validation, and the one place rows are saved
 
 

@@ -44,7 +44,7 @@ def parse_memory(text: str) -> int:
     number = match["number"]
     # Exact arithmetic: "79.5GiB" must not lose bytes to float rounding.
     whole, _, frac = number.partition(".")
-    scale = 10 ** len(frac)
+    scale: int = 10 ** len(frac)  # int ** int is Any to mypy (a negative exponent gives a float)
     value = (int(whole) * scale + int(frac or 0)) * UNITS[unit] // scale
     if value > MAX_MEMORY_BYTES:
         raise UnitError(f"{text!r} is larger than any device or host memory (limit 1 EiB).")

@@ -112,7 +112,7 @@ def decide(
     """
     view, peak = peak_view(peaks, HOST_VIEWS if host_only else VIEWS)
     component = _largest_component(budget)
-    base = {
+    base: dict[str, Any] = {
         "view": view,
         "measured_peak_bytes": peak,
         "usable_memory_bytes": usable_memory_bytes,
@@ -264,8 +264,8 @@ def vllm_need(program_report: Mapping[str, Any] | None, needed_tokens: int) -> t
     """
     if not program_report or program_report.get("engine") != "vllm":
         return None, None
-    report = program_report.get("engine_report") or {}
-    parts = {name: report.get(name) for name in ("weights_bytes", "kv_cache_bytes", "kv_cache_tokens")}
+    report: Mapping[str, Any] = program_report.get("engine_report") or {}
+    parts: dict[str, Any] = {name: report.get(name) for name in ("weights_bytes", "kv_cache_bytes", "kv_cache_tokens")}
     missing = [name for name, value in parts.items() if not isinstance(value, int) or value <= 0]
     if missing:
         return None, f"vLLM's startup report lacks {', '.join(missing)}"

@@ -45,15 +45,14 @@ class ReadOnlyInline(admin.TabularInline):
 
 class JobInline(ReadOnlyInline):
     model = AcceptanceJob
-    fields = ["status", "failure_kind", "attempt", "progress_phase", "progress_percent", "node", "queued_at",
-              "finished_at"]  # fmt: skip
-    readonly_fields = fields
+    fields = readonly_fields = ("status", "failure_kind", "attempt", "progress_phase", "progress_percent", "node",
+                                "queued_at", "finished_at")  # fmt: skip
 
 
 class MeasurementInline(ReadOnlyInline):
     model = Measurement
-    fields = ["outcome", "source", "job", "device_used", "framework_allocated", "host_rss", "created_at"]
-    readonly_fields = fields
+    fields = readonly_fields = ("outcome", "source", "job", "device_used", "framework_allocated", "host_rss",
+                                "created_at")  # fmt: skip
 
     @admin.display(description="device used")
     def device_used(self, obj: Measurement) -> str:
@@ -74,11 +73,10 @@ class OrderAdmin(ReadOnlyAdmin):
     list_filter = ["status", "configuration__kind"]
     search_fields = ["workload__name", "owner__username", "configuration__slug"]
     list_select_related = ["owner", "workload", "configuration"]
-    fields = [
+    fields = readonly_fields = (
         "owner", "workload", "configuration", "status", "budget_peak", "min_headroom_fraction",
         "max_ms_per_output_token", "decision_sentence", "decision_numbers", "decided_at", "created_at",
-    ]  # fmt: skip
-    readonly_fields = fields
+    )  # fmt: skip
     inlines = [JobInline, MeasurementInline]
 
     @admin.display(description="budget peak per device")
@@ -102,10 +100,9 @@ class AcceptanceJobAdmin(ReadOnlyAdmin):
                     "queued_at", "finished_at"]  # fmt: skip
     list_filter = ["status", "failure_kind"]
     list_select_related = ["order__workload", "order__configuration", "node"]
-    readonly_fields = ["order", "program", "status", "failure_kind", "error", "attempt", "max_attempts",
-                       "progress_phase", "progress_percent", "node", "cancel_requested", "queued_at", "dispatched_at",
-                       "started_at", "heartbeat_at", "finished_at"]  # fmt: skip
-    fields = readonly_fields
+    readonly_fields = fields = ("order", "program", "status", "failure_kind", "error", "attempt", "max_attempts",
+                                "progress_phase", "progress_percent", "node", "cancel_requested", "queued_at",
+                                "dispatched_at", "started_at", "heartbeat_at", "finished_at")  # fmt: skip
 
 
 @admin.register(Measurement)
@@ -113,9 +110,8 @@ class MeasurementAdmin(ReadOnlyAdmin):
     list_display = ["id", "order", "outcome", "source", "device_used", "framework_allocated", "host_rss", "created_at"]
     list_filter = ["outcome", "source"]
     list_select_related = ["order__workload", "order__configuration"]
-    fields = ["order", "job", "source", "node", "outcome", "timeline_chart", "peaks_table", "ratios_table",
-              "pretty_document", "created_at"]  # fmt: skip
-    readonly_fields = fields
+    fields = readonly_fields = ("order", "job", "source", "node", "outcome", "timeline_chart", "peaks_table",
+                                "ratios_table", "pretty_document", "created_at")  # fmt: skip
 
     @admin.display(description="device used", ordering="device_used_peak_bytes")
     def device_used(self, obj: Measurement) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from html import escape
+from typing import cast
 
 WIDTH, HEIGHT = 720, 260
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 20, 40
@@ -37,7 +38,7 @@ def timeline_svg(
     title: str = "memory over time",
 ) -> str:
     """An SVG line chart of ``[(t_seconds, device_used_bytes|None, host_rss_bytes|None), ...]``."""
-    rows = [(float(r[0]), r[1], r[2]) for r in timeline if len(r) >= 3]
+    rows = [(float(cast(float, r[0])), r[1], r[2]) for r in timeline if len(r) >= 3]  # the time is never None
     if not rows:
         return (
             f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="40" role="img">'
@@ -70,11 +71,11 @@ def timeline_svg(
         )
     parts.append(f'<text x="{LEFT}" y="{HEIGHT - 10}">0 s</text>')
     parts.append(f'<text x="{LEFT + plot_w}" y="{HEIGHT - 10}" text-anchor="end">{t_max:,.2f} s</text>')
-    for value, key, label in ((usable_bytes, "usable", "usable"), (budget_bytes, "budget", "budget")):
-        if value:
+    for mark, key, label in ((usable_bytes, "usable", "usable"), (budget_bytes, "budget", "budget")):
+        if mark:
             parts.append(
-                f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
-                f'stroke="{COLOURS[key]}" stroke-dasharray="6 4"><title>{label} {escape(_gib(value))}</title></line>'
+                f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(mark):.1f}" y2="{y(mark):.1f}" '
+                f'stroke="{COLOURS[key]}" stroke-dasharray="6 4"><title>{label} {escape(_gib(mark))}</title></line>'
             )
     parts.append(_polyline(device, COLOURS["device"], "device used (NVML)"))
     parts.append(_polyline(host, COLOURS["host"], "host RSS (process tree)"))

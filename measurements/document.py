@@ -7,11 +7,11 @@ that names the field. Free-form sections (versions, conditions, …) are bounded
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-SCHEMA_ID = "vramplan-measurement/1"
+SCHEMA_ID: Final = "vramplan-measurement/1"
 MAX_BYTES = 2**62  # no device or host holds more; keeps every figure inside a 64-bit column
 MAX_SECTION_CHARS = 200_000  # a free-form section's JSON text
 MAX_TIMELINE_POINTS = 5_000
@@ -97,7 +97,8 @@ class MeasurementDocument(_Strict):
     @field_validator("devices")
     @classmethod
     def _devices(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return _bounded_section(value, "devices")
+        devices: list[dict[str, Any]] = _bounded_section(value, "devices")
+        return devices
 
     @field_validator("timeline")
     @classmethod

@@ -21,7 +21,7 @@ from .choices import FailureKind, JobStatus, MeasurementSource, OrderStatus
 class OwnedQuerySet(models.QuerySet):
     owner_path = "owner"
 
-    def visible_to(self, user) -> OwnedQuerySet:  # type: ignore[no-untyped-def]
+    def visible_to(self, user) -> OwnedQuerySet:
         """Owners see their own, staff see all: another user's row is a 404."""
         return self if user.is_staff else self.filter(**{self.owner_path: user})
 
@@ -189,7 +189,7 @@ class Measurement(models.Model):
     def __str__(self) -> str:
         return f"measurement {self.pk} ({self.outcome})"
 
-    def save(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def save(self, *args, **kwargs) -> None:
         if self.pk is not None and not kwargs.get("force_insert"):
             raise ValueError("measurements are immutable: record a new one instead")
         super().save(*args, **kwargs)

@@ -71,7 +71,7 @@ def stale_after_s() -> float:
 
 
 @transaction.atomic
-def order_create(*, owner, workload: Workload, configuration: Configuration) -> Order:  # type: ignore[no-untyped-def]
+def order_create(*, owner, workload: Workload, configuration: Configuration) -> Order:
     """Place an order; it keeps the budget estimated now and the workload's acceptance criteria."""
     spec = workload_validate(workload.description)
     budget = budget_estimate(spec, *configuration_device(configuration.slug))  # vLLM: the pool on this GPU
@@ -130,7 +130,7 @@ def order_upload_token_matches(order: Order, token: str) -> bool:
 # --- nodes ---------------------------------------------------------------------------------------
 
 
-def live_nodes(configuration: Configuration, *, now: datetime | None = None):  # type: ignore[no-untyped-def]
+def live_nodes(configuration: Configuration, *, now: datetime | None = None):
     """Nodes of ``configuration`` heard from within ``SILENT_AFTER_PERIODS`` heartbeat periods."""
     since = (now or timezone.now()) - timedelta(seconds=stale_after_s())
     return Node.objects.filter(configuration=configuration, last_heartbeat_at__gte=since).order_by("name")
@@ -350,7 +350,7 @@ def acceptance_job_claim(job_id: int, node_name: str) -> ClaimedJob | None:
         )
 
 
-def _this_run(job_id: int, node_name: str, attempt: int):  # type: ignore[no-untyped-def]
+def _this_run(job_id: int, node_name: str, attempt: int):
     """The job row while it is still this run's: running, on this node, at this attempt (a job reaped and
     claimed again, even on the same node, is another run's)."""
     return AcceptanceJob.objects.filter(pk=job_id, status=JobStatus.RUNNING, node__name=node_name, attempt=attempt)

@@ -253,7 +253,8 @@ class Evaluator:
         computed once per ``key``."""
         if key not in self._memo:
             self._memo[key] = compute()
-        return self._memo[key]
+        value: T = self._memo[key]
+        return value
 
     def memo_get(self, key: tuple[Any, ...]) -> Any:
         """What ``memo`` computed for ``key``, or None."""

@@ -34,7 +34,7 @@ def _visible_measurements(user: Any | None) -> QuerySet[Measurement]:
     return rows if user is None else rows.visible_to(user)
 
 
-def _latency_estimator(views: dict[str, ConfigurationView]):  # type: ignore[no-untyped-def]
+def _latency_estimator(views: dict[str, ConfigurationView]):
     """The recommender's roofline time per output token for a measured order (its workload on its
     configuration, uncorrected): what a measured ``ms_per_output_token`` is compared with."""
     remembered: dict[tuple[int, str], float | None] = {}

@@ -5,9 +5,9 @@ A fixed number of queries for the whole catalog (``catalog.selectors.configurati
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from typing import Any
 
-from catalog.models import Configuration
+from catalog.models import ConfigurationQuerySet
 from catalog.selectors import ConfigurationCandidate, configuration_candidates
 
 from .plans import ConfigurationView
@@ -17,7 +17,7 @@ def configuration_view(candidate: ConfigurationCandidate) -> ConfigurationView:
     row = candidate.configuration
     accelerator = row.accelerator
     price = float(row.hourly_price_usd) if row.hourly_price_usd is not None else None
-    common = {
+    common: dict[str, Any] = {
         "id": row.pk,
         "slug": row.slug,
         "name": row.name,
@@ -45,6 +45,6 @@ def configuration_view(candidate: ConfigurationCandidate) -> ConfigurationView:
     )
 
 
-def configuration_views(queryset: QuerySet[Configuration] | None = None) -> list[ConfigurationView]:
+def configuration_views(queryset: ConfigurationQuerySet | None = None) -> list[ConfigurationView]:
     """Every configuration (or those of ``queryset``) as the recommender sees it."""
     return [configuration_view(candidate) for candidate in configuration_candidates(queryset)]

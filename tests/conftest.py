@@ -19,21 +19,21 @@ def skip_or_fail(reason: str) -> None:
 
 
 @pytest.fixture
-def user(django_user_model):  # type: ignore[no-untyped-def]
+def user(django_user_model):
     return django_user_model.objects.create_user(username="alice", password="alice-password-123")
 
 
 @pytest.fixture
-def other_user(django_user_model):  # type: ignore[no-untyped-def]
+def other_user(django_user_model):
     return django_user_model.objects.create_user(username="bob", password="bob-password-123")
 
 
 @pytest.fixture
-def staff_user(django_user_model):  # type: ignore[no-untyped-def]
+def staff_user(django_user_model):
     return django_user_model.objects.create_user(username="staff", password="staff-password-123", is_staff=True)
 
 
-def _token_client(user) -> APIClient:  # type: ignore[no-untyped-def]
+def _token_client(user) -> APIClient:
     client = APIClient()
     token, _ = Token.objects.get_or_create(user=user)
     client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
@@ -41,18 +41,18 @@ def _token_client(user) -> APIClient:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def api(user) -> APIClient:  # type: ignore[no-untyped-def]
+def api(user) -> APIClient:
     """An API client signed in with alice's token."""
     return _token_client(user)
 
 
 @pytest.fixture
-def other_api(other_user) -> APIClient:  # type: ignore[no-untyped-def]
+def other_api(other_user) -> APIClient:
     return _token_client(other_user)
 
 
 @pytest.fixture
-def staff_api(staff_user) -> APIClient:  # type: ignore[no-untyped-def]
+def staff_api(staff_user) -> APIClient:
     return _token_client(staff_user)
 
 

@@ -38,7 +38,7 @@ class ArchitectureFactory(factory.django.DjangoModelFactory):
     compute_capability_minor = 0
 
     @factory.post_generation
-    def precisions(self, create, extracted, **kwargs):  # type: ignore[no-untyped-def]
+    def precisions(self, create, extracted, **kwargs):
         if create:
             for slug in extracted or ("bf16", "fp16"):
                 self.precisions.add(PrecisionFactory(slug=slug))

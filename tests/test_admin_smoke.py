@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def one_of_each(user) -> None:  # type: ignore[no-untyped-def]
+def one_of_each(user) -> None:
     call_command("loadcatalog", verbosity=0)
     measured_workload(user)
     NodeFactory(configuration=Configuration.objects.first())
@@ -44,7 +44,7 @@ def _urls(model: type[Model]) -> tuple[str, str, str]:
     )
 
 
-def _check(admin_client, model: type[Model]) -> None:  # type: ignore[no-untyped-def]
+def _check(admin_client, model: type[Model]) -> None:
     model_admin = admin.site._registry[model]
     changelist, add, change = _urls(model)
     response = admin_client.get(changelist)
@@ -58,7 +58,7 @@ def _check(admin_client, model: type[Model]) -> None:  # type: ignore[no-untyped
     assert "vramplan" in page.content.decode()  # the branded site, not the default one
 
 
-def test_changelist_add_and_change_pages_of_every_registered_model_answer(admin_client, one_of_each, subtests) -> None:  # type: ignore[no-untyped-def]
+def test_changelist_add_and_change_pages_of_every_registered_model_answer(admin_client, one_of_each, subtests) -> None:
     models = sorted(admin.site._registry, key=lambda m: m._meta.label)
     assert len(models) >= 16  # catalog, budgets, measurements, auth and tokens
     for model in models:

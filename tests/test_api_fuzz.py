@@ -114,12 +114,12 @@ KNOWN_IDS: dict[str, tuple[str, list]] = {}
 # --- The two runs --------------------------------------------------------------------------------------
 
 
-def _schema(coverage: list[str]):  # type: ignore[no-untyped-def]
+def _schema(coverage: list[str]):
     schema = schemathesis.openapi.from_dict(RAW_SCHEMA, config=_config(coverage))
     schema.app = application
 
     @schema.hook
-    def flatmap_path_parameters(context, path_parameters):  # type: ignore[no-untyped-def]
+    def flatmap_path_parameters(context, path_parameters):
         known = KNOWN_IDS.get(context.operation.path)
         if known is None or not isinstance(path_parameters, dict):
             return st.just(path_parameters)
@@ -141,12 +141,12 @@ class World:
         self.referenced: dict[str, str] = {}
         self.own_workload = 0
 
-    def remember_exception(self, sender, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def remember_exception(self, sender, **kwargs) -> None:
         self.exceptions.append(sys.exc_info())
 
 
 @pytest.fixture(scope="module")
-def world(django_db_setup, django_db_blocker):  # type: ignore[no-untyped-def]
+def world(django_db_setup, django_db_blocker):
     """The catalog, users, tokens, workloads and a node, in one transaction rolled back at the end."""
     world = World()
     # Like django.test.Client: a request must not close the connection that holds the test transaction.
@@ -179,7 +179,7 @@ def world(django_db_setup, django_db_blocker):  # type: ignore[no-untyped-def]
                 "configurations": configuration.slug,
             }
 
-            def slugs(model) -> list[str]:  # type: ignore[no-untyped-def]
+            def slugs(model) -> list[str]:
                 return sorted(model.objects.values_list("slug", flat=True))
 
             world.own_workload = mine.pk
@@ -221,7 +221,7 @@ def world(django_db_setup, django_db_blocker):  # type: ignore[no-untyped-def]
         request_finished.connect(close_old_connections)
 
 
-def _call_and_validate(case, world: World, role: str) -> None:  # type: ignore[no-untyped-def]
+def _call_and_validate(case, world: World, role: str) -> None:
     headers = {"Authorization": f"Token {world.tokens[role]}"}
     world.exceptions.clear()
     with transaction.atomic():
@@ -240,19 +240,19 @@ def _call_and_validate(case, world: World, role: str) -> None:  # type: ignore[n
 
 
 @staff_schema.parametrize()
-def test_api_as_staff(case, world) -> None:  # type: ignore[no-untyped-def]
+def test_api_as_staff(case, world) -> None:
     _call_and_validate(case, world, "staff")
 
 
 @user_schema.parametrize()
-def test_api_as_user(case, world) -> None:  # type: ignore[no-untyped-def]
+def test_api_as_user(case, world) -> None:
     _call_and_validate(case, world, "user")
 
 
 # --- Regression tests for the bugs this fuzzing found, now fixed ------------------------------------------
 
 
-def _request(world: World, role: str, method: str, path: str, **kwargs):  # type: ignore[no-untyped-def]
+def _request(world: World, role: str, method: str, path: str, **kwargs):
     """One request through the same WSGI application, in a savepoint rolled back afterwards."""
     world.exceptions.clear()
     with transaction.atomic():
@@ -269,13 +269,13 @@ def _raised(world: World) -> str:
 
 
 @pytest.mark.parametrize("collection", ["architectures", "accelerators", "configurations"])
-def test_delete_of_referenced_catalog_row_is_a_409_naming_them(world, collection) -> None:  # type: ignore[no-untyped-def]
+def test_delete_of_referenced_catalog_row_is_a_409_naming_them(world, collection) -> None:
     response = _request(world, "staff", "DELETE", f"/api/v1/{collection}/{world.referenced[collection]}/")
     assert response.status_code == 409, _raised(world)
     assert "Still referenced by" in response.json["detail"]
 
 
-def test_400_bodies_match_the_documented_schema(world) -> None:  # type: ignore[no-untyped-def]
+def test_400_bodies_match_the_documented_schema(world) -> None:
     documented = RAW_SCHEMA["paths"]["/api/v1/accelerators/"]["get"]["responses"]["400"]
     document = {**documented["content"]["application/json"]["schema"], "components": RAW_SCHEMA["components"]}
     validator = jsonschema_rs.validator_for(document)
@@ -286,7 +286,7 @@ def test_400_bodies_match_the_documented_schema(world) -> None:  # type: ignore[
     assert validator.is_valid(parse_error.json), parse_error.json
 
 
-def test_budget_calibration_null_matches_the_schema(world) -> None:  # type: ignore[no-untyped-def]
+def test_budget_calibration_null_matches_the_schema(world) -> None:
     response = _request(world, "user", "GET", f"/api/v1/workloads/{world.own_workload}/budget/")
     assert response.status_code == 200
     assert response.json["calibration"] is None
@@ -295,7 +295,7 @@ def test_budget_calibration_null_matches_the_schema(world) -> None:  # type: ign
 
 
 @pytest.mark.parametrize("path", ["/api/v1/accelerators/a100./", "/api/v1/workloads/0.5/"])
-def test_unroutable_api_paths_are_json_404s(world, path) -> None:  # type: ignore[no-untyped-def]
+def test_unroutable_api_paths_are_json_404s(world, path) -> None:
     response = _request(world, "user", "GET", path)
     assert response.status_code == 404
     assert response.mimetype == "application/json", response.content_type
@@ -314,7 +314,7 @@ def test_unroutable_api_paths_are_json_404s(world, path) -> None:  # type: ignor
         ),
     ],
 )
-def test_nul_bytes_are_a_400_not_a_database_error(world, method, path, body) -> None:  # type: ignore[no-untyped-def]
+def test_nul_bytes_are_a_400_not_a_database_error(world, method, path, body) -> None:
     response = _request(world, "staff", method, path, json=body)
     assert response.status_code == 400, _raised(world)
     assert "NUL" in response.json["detail"]

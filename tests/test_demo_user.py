@@ -18,13 +18,13 @@ def _run(*args: str) -> str:
     return out.getvalue()
 
 
-def test_refuses_without_debug(settings) -> None:  # type: ignore[no-untyped-def]
+def test_refuses_without_debug(settings) -> None:
     settings.DEBUG = False
     with pytest.raises(CommandError, match="DJANGO_DEBUG"):
         _run()
 
 
-def test_creates_once_then_keeps_the_password(settings, django_user_model) -> None:  # type: ignore[no-untyped-def]
+def test_creates_once_then_keeps_the_password(settings, django_user_model) -> None:
     settings.DEBUG = True
     first = _run("--username", "demo")
     user = django_user_model.objects.get(username="demo")
@@ -40,7 +40,7 @@ def test_creates_once_then_keeps_the_password(settings, django_user_model) -> No
     assert user.password != hashed
 
 
-def test_never_promotes_an_existing_ordinary_user(settings, user) -> None:  # type: ignore[no-untyped-def]
+def test_never_promotes_an_existing_ordinary_user(settings, user) -> None:
     settings.DEBUG = True
     for extra in ((), ("--reset",)):
         with pytest.raises(CommandError, match="not a superuser"):

@@ -108,7 +108,7 @@ SETTINGS = settings(
 
 @SETTINGS
 @given(data=st.data(), value=HOSTILE)
-def test_a_hostile_value_in_any_workload_field_is_a_400_naming_it(api, data, value) -> None:  # type: ignore[no-untyped-def]
+def test_a_hostile_value_in_any_workload_field_is_a_400_naming_it(api, data, value) -> None:
     name = data.draw(st.sampled_from(sorted(EXAMPLES)), label="example")
     example = EXAMPLES[name]
     field = data.draw(st.sampled_from(_paths(example)), label="field")
@@ -117,7 +117,7 @@ def test_a_hostile_value_in_any_workload_field_is_a_400_naming_it(api, data, val
 
 @SETTINGS
 @given(data=st.data(), value=HOSTILE)
-def test_a_hostile_value_in_any_hf_config_key_is_a_400_naming_the_config(api, data, value) -> None:  # type: ignore[no-untyped-def]
+def test_a_hostile_value_in_any_hf_config_key_is_a_400_naming_the_config(api, data, value) -> None:
     key = data.draw(st.sampled_from([*sorted(HF_CONFIG), "head_dim", "num_experts", "rope_scaling"]), label="key")
     config = {**HF_CONFIG, key: value}
     document = {

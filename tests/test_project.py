@@ -16,7 +16,7 @@ from tests.conftest import skip_or_fail
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_openapi_schema_validates_without_warnings(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_openapi_schema_validates_without_warnings(tmp_path) -> None:
     out = tmp_path / "openapi.yaml"
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(out))
     text = out.read_text()
@@ -27,7 +27,7 @@ def test_openapi_schema_validates_without_warnings(tmp_path) -> None:  # type: i
 
 
 @pytest.mark.django_db
-def test_docs_page_needs_no_cdn(admin_client) -> None:  # type: ignore[no-untyped-def]
+def test_docs_page_needs_no_cdn(admin_client) -> None:
     page = admin_client.get("/api/docs/").content.decode()
     assert "swagger-ui" in page
     assert "cdn." not in page and "unpkg" not in page and "jsdelivr" not in page
@@ -66,7 +66,7 @@ def _settings_error(**env: str) -> str:
         ({"DJANGO_DEBUG": "1", "NODE_HEARTBEAT_SECONDS": "1"}, "NODE_HEARTBEAT_SECONDS"),
     ],
 )
-def test_bad_settings_fail_at_start_naming_the_variable(env, variable) -> None:  # type: ignore[no-untyped-def]
+def test_bad_settings_fail_at_start_naming_the_variable(env, variable) -> None:
     assert variable in _settings_error(**env)
 
 

@@ -74,7 +74,7 @@ def test_a_malformed_inventory_names_its_field(data: object, message: str) -> No
 
 
 @pytest.mark.django_db
-def test_the_node_api_reads_inventories_through_the_reader(api) -> None:  # type: ignore[no-untyped-def]
+def test_the_node_api_reads_inventories_through_the_reader(api) -> None:
     good = INVENTORIES["nvml-v1-driver"]
     Node.objects.create(name="good", probe="nvml", device_count=1, inventory=good.as_dict())
     bad = _edited(lambda d: d["nvml"]["devices"][0].pop("name"))
@@ -141,7 +141,7 @@ def test_a_malformed_budget_names_its_field(data: object, message: str) -> None:
 
 
 @pytest.mark.django_db
-def test_a_measurement_on_an_order_with_an_unreadable_budget_is_kept_and_says_why(api) -> None:  # type: ignore[no-untyped-def]
+def test_a_measurement_on_an_order_with_an_unreadable_budget_is_kept_and_says_why(api) -> None:
     from measurements import services
     from measurements.models import Order
     from tests.measurements.helpers import TINY_CPU_WORKLOAD, cpu_configuration, measurement_document

@@ -51,4 +51,4 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     """JSON 404s under /api/, Django's page elsewhere (the admin)."""
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": "Not found."}, status=404)
-    return page_not_found(request, exception)  # type: ignore[arg-type]
+    return page_not_found(request, exception)

@@ -12,7 +12,7 @@ from .parsers import NUL
 class RejectNulMiddleware:
     """Refuse NUL in the URL with a JSON 400."""
 
-    def __init__(self, get_response):  # type: ignore[no-untyped-def]
+    def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:

@@ -57,7 +57,7 @@ def reject_nul(data: Any) -> Any:
 
 
 class NulSafeJSONParser(JSONParser):
-    def parse(self, stream, media_type=None, parser_context=None):  # type: ignore[no-untyped-def]
+    def parse(self, stream, media_type=None, parser_context=None):
         try:
             data = super().parse(stream, media_type, parser_context)
         except RecursionError:
@@ -66,14 +66,14 @@ class NulSafeJSONParser(JSONParser):
 
 
 class NulSafeFormParser(FormParser):
-    def parse(self, stream, media_type=None, parser_context=None):  # type: ignore[no-untyped-def]
+    def parse(self, stream, media_type=None, parser_context=None):
         parsed = super().parse(stream, media_type, parser_context)
         reject_nul(dict(parsed.lists()))
         return parsed
 
 
 class NulSafeMultiPartParser(MultiPartParser):
-    def parse(self, stream, media_type=None, parser_context=None):  # type: ignore[no-untyped-def]
+    def parse(self, stream, media_type=None, parser_context=None):
         parsed = super().parse(stream, media_type, parser_context)
         reject_nul(dict(parsed.data.lists()))
         return parsed

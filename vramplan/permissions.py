@@ -8,7 +8,7 @@ class IsStaffOrReadOnly(BasePermission):
 
     message = "Catalog changes need a staff account."
 
-    def has_permission(self, request, view) -> bool:  # type: ignore[no-untyped-def]
+    def has_permission(self, request, view) -> bool:
         user = request.user
         if not (user and user.is_authenticated):
             return False

@@ -245,7 +245,7 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 _HEARTBEAT_SECONDS = float(env_int("NODE_HEARTBEAT_SECONDS", 60, minimum=5))
-CELERY_BEAT_SCHEDULE = {
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, str | float]] = {
     "node-heartbeat": {"task": "workers.tasks.node_heartbeat_dispatch", "schedule": _HEARTBEAT_SECONDS},
     # Re-queue jobs whose node went silent, re-send lost messages, give queued jobs to free nodes.
     "acceptance-jobs-reap": {"task": "workers.tasks.acceptance_jobs_reap", "schedule": _HEARTBEAT_SECONDS},

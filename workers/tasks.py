@@ -65,12 +65,12 @@ def node_queue_declaration(name: str) -> Queue:
 
 
 @celeryd_after_setup.connect
-def _consume_own_node_queue(sender, instance, **kwargs) -> None:  # type: ignore[no-untyped-def]
+def _consume_own_node_queue(sender, instance, **kwargs) -> None:
     instance.app.amqp.queues.select_add(node_queue_declaration(agent.node_name()))
 
 
 @worker_ready.connect
-def _register_node_on_start(sender, **kwargs) -> None:  # type: ignore[no-untyped-def]
+def _register_node_on_start(sender, **kwargs) -> None:
     try:
         node = agent.node_heartbeat()
     except Exception:  # a worker that cannot register must still start and serve; the log says why
@@ -105,7 +105,7 @@ def node_heartbeat_dispatch() -> int:
 
 def acceptance_job_send(job_id: int, node_name: str) -> None:
     """Send a job to its node's own queue (called after the transaction that assigned it commits)."""
-    acceptance_job_run.apply_async(args=[job_id], queue=node_queue_declaration(node_name))
+    acceptance_job_run.apply_async(args=(job_id,), queue=node_queue_declaration(node_name))
 
 
 @shared_task(name="workers.tasks.acceptance_job_run", ignore_result=True, acks_late=True)

@@ -640,7 +640,7 @@ MISTRAL_SWA_TRAIN = {  # every layer sliding (window 128 < training sequence 320
 
 
 def _precision(p: str, training: bool) -> dict:
-    d = {"weights": p, "compute": p, "kv_cache": p}
+    d: dict[str, str | None] = {"weights": p, "compute": p, "kv_cache": p}
     if training:
         d = {"weights": p, "compute": p, "gradients": p, "master_weights": None}
     return d

@@ -135,5 +135,5 @@ class ModelPresetSerializer(serializers.Serializer):
     model_type = serializers.CharField()
     parameter_count = serializers.IntegerField()
     hf_repo = serializers.CharField(allow_blank=True)
-    source = serializers.CharField(allow_blank=True)
+    source = serializers.CharField(allow_blank=True)  # type: ignore[assignment]  # a declared field, not Field.source
     config_verbatim_status = serializers.CharField(allow_blank=True)

@@ -103,20 +103,20 @@ class WorkloadViewSet(
         request=WorkloadSpec,
         responses={201: WorkloadSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED, 429: THROTTLED},
     )
-    def create(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
+    def create(self, request: Request, *args, **kwargs) -> Response:
         workload = services.workload_create(owner=request.user, data=_body(request))
         return Response(self.get_serializer(workload).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={200: WorkloadSerializer(many=True), 400: BAD_REQUEST, 401: UNAUTHORIZED, 429: THROTTLED})
-    def list(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
+    def list(self, request: Request, *args, **kwargs) -> Response:
         return super().list(request, *args, **kwargs)
 
     @extend_schema(responses={200: WorkloadSerializer, 401: UNAUTHORIZED, 429: THROTTLED, 404: NOT_FOUND})
-    def retrieve(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
+    def retrieve(self, request: Request, *args, **kwargs) -> Response:
         return super().retrieve(request, *args, **kwargs)
 
     @extend_schema(responses={204: None, 401: UNAUTHORIZED, 429: THROTTLED, 404: NOT_FOUND, 409: CONFLICT})
-    def destroy(self, request: Request, *args, **kwargs) -> Response:  # type: ignore[no-untyped-def]
+    def destroy(self, request: Request, *args, **kwargs) -> Response:
         return super().destroy(request, *args, **kwargs)
 
     @extend_schema(
@@ -140,7 +140,7 @@ class ModelPresetViewSet(viewsets.ViewSet):
     lookup_value_regex = r"[a-z0-9][a-z0-9.\-_]*"
 
     @staticmethod
-    def _row(preset) -> dict:  # type: ignore[no-untyped-def]
+    def _row(preset) -> dict:
         return {
             "id": preset.id,
             "display_name": preset.display_name,

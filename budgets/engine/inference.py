@@ -220,8 +220,9 @@ def vllm_stage(
     device_name: str | None,
 ) -> StagePhases:
     """vLLM: weights + the profile run's peak + the KV pool it sizes from T (budgets/engine/vllm.py)."""
-    assert w.inference is not None and w.inference.max_model_len is not None
+    assert w.inference is not None
     spec, inf = w.spec, w.inference
+    assert inf.max_model_len is not None
     d = nbytes(w.precision.compute or "bf16")
     kv_prec = w.precision.kv_cache or "bf16"
     version = w.runtime.engine_version or vllm.DEFAULT_VLLM_VERSION

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypedDict
 
 from .models.parameters import ParameterCount
 from .models.spec import ModelSpec
@@ -44,6 +45,17 @@ class Stage:
         return self.data if self.zero_stage >= 3 else 1
 
 
+class _Shared(TypedDict):
+    """The fields every stage of one split shares."""
+
+    tensor: int
+    data: int
+    zero_stage: int
+    sequence_parallel: bool
+    kv_heads: int
+    heads: int
+
+
 def kv_heads_per_device(spec: ModelSpec, tensor: int) -> int:
     return max(math.ceil(spec.num_kv_heads / tensor), 1)
 
@@ -53,7 +65,7 @@ def stages(
 ) -> list[Stage]:
     """The candidate busiest devices: the only stage, or the first and last pipeline stages."""
     layers = math.ceil(spec.num_layers / pipeline)
-    common = {
+    common: _Shared = {
         "tensor": tensor,
         "data": data,
         "zero_stage": zero_stage,

@@ -21,7 +21,8 @@ from .vllm import DEFAULT_VLLM_VERSION, default_gpu_memory_utilization
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
 # weights only: bitsandbytes NF4 (4-bit codes + an fp32 absmax per 64 weights, dtypes.py)
 WeightPrecision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4"]
-FLOAT_PRECISIONS = ("fp32", "bf16", "fp16")
+KvCacheLayout = Literal["paged", "contiguous", "dynamic"]
+FLOAT_PRECISIONS: tuple[Literal["fp32"], Literal["bf16"], Literal["fp16"]] = ("fp32", "bf16", "fp16")
 QUANTIZED_PRECISIONS = ("fp8", "int8", "int4", "nf4")
 
 MAX_TOKENS = 10_000_000  # longest request, prompt + output, tokens
@@ -127,7 +128,7 @@ class ModelRef(_Section):
     def spec(self) -> ModelSpec:
         # read from pydantic's private storage directly: `self._spec` goes through BaseModel.__getattr__
         # (~3 µs a call, and the engine asks for the spec several times per estimate)
-        spec = self.__pydantic_private__["_spec"]
+        spec: ModelSpec | None = self.__pydantic_private__["_spec"]  # type: ignore[index]  # set by __init__
         assert spec is not None
         return spec
 
@@ -181,7 +182,7 @@ class InferenceSpec(_Section):
     max_output_tokens: int = Field(512, ge=1, le=MAX_TOKENS, description="longest generated output, tokens")
     concurrent_sessions: int = Field(1, ge=1, le=MAX_SESSIONS, description="requests in flight together")
     engine: Literal["vllm", "transformers", "generic"] = "vllm"
-    kv_cache_layout: Literal["paged", "contiguous", "dynamic"] | None = Field(
+    kv_cache_layout: KvCacheLayout | None = Field(
         None, description="default: paged for vllm, dynamic for transformers, contiguous for generic"
     )
     kv_block_tokens: int = Field(16, ge=1, le=4096, description="paged layout only")
@@ -236,7 +237,8 @@ class InferenceSpec(_Section):
     @model_validator(mode="after")
     def _defaults(self) -> InferenceSpec:
         if self.kv_cache_layout is None:
-            self.kv_cache_layout = {"vllm": "paged", "transformers": "dynamic", "generic": "contiguous"}[self.engine]
+            layouts: dict[str, KvCacheLayout] = {"vllm": "paged", "transformers": "dynamic", "generic": "contiguous"}
+            self.kv_cache_layout = layouts[self.engine]
         if self.max_input_tokens + self.max_output_tokens > MAX_TOKENS:
             raise ValueError(f"max_input_tokens + max_output_tokens must be at most {MAX_TOKENS}")
         if self.engine == "vllm" and self.kv_cache_layout != "paged":
@@ -250,11 +252,16 @@ class InferenceSpec(_Section):
         return self.max_input_tokens + self.max_output_tokens
 
 
+LoraTarget = Literal["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "all-linear"]
+
+
+def _attention_projections() -> list[LoraTarget]:
+    return ["q_proj", "k_proj", "v_proj", "o_proj"]
+
+
 class LoraSpec(_Section):
     rank: int = Field(16, ge=1, le=4096)
-    target_modules: list[
-        Literal["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "all-linear"]
-    ] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], min_length=1, max_length=8)
+    target_modules: list[LoraTarget] = Field(default_factory=_attention_projections, min_length=1, max_length=8)
     dropout: float = Field(
         0.0,
         ge=0.0,

@@ -422,7 +422,7 @@ def _workspace(
 def _kept(w: Workload, x: act.Shape) -> act.Kept:
     assert w.training is not None
     t = w.training
-    targets = list(t.lora.target_modules)
+    targets: list[str] = list(t.lora.target_modules)
     widths = profiles.workload_profile(w).lora_dropout_widths(tr.adapted_projections(targets), x)
     dropout_bytes = tr.lora_dropout_bytes(widths, x.d, w.runtime.device == "cuda")
     return tr.kept_inputs(t.method, targets, t.lora.rank, w.runtime.bitsandbytes_version, t.lora.dropout, dropout_bytes)

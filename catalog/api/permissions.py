@@ -11,7 +11,7 @@ class CatalogPermission(DjangoModelPermissions):
 
     message = "Catalog changes need a staff account with the model's add/change/delete permission."
 
-    def has_permission(self, request, view) -> bool:  # type: ignore[no-untyped-def]
+    def has_permission(self, request, view) -> bool:
         user = request.user
         if not (user and user.is_authenticated):
             return False

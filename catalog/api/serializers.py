@@ -48,10 +48,10 @@ class WrittenByServices:
     """A catalog serializer validates the body; the view writes the row through ``catalog.services`` (the one
     write path of the admin, the API and loadcatalog), so ``save()`` has nothing to do here."""
 
-    def create(self, validated_data):  # type: ignore[no-untyped-def]
+    def create(self, validated_data):
         raise NotImplementedError("catalog rows are created by catalog.services.<entity>_create (see the views)")
 
-    def update(self, instance, validated_data):  # type: ignore[no-untyped-def]
+    def update(self, instance, validated_data):
         raise NotImplementedError("catalog rows are changed by catalog.services.<entity>_update (see the views)")
 
 

@@ -20,7 +20,7 @@ from .permissions import CatalogPermission
 from .serializers import AcceleratorSerializer, ArchitectureSerializer, ConfigurationSerializer, NodeSerializer
 
 
-def _errors(viewset):  # type: ignore[no-untyped-def]
+def _errors(viewset):
     """Document 400/401/403/404 on every action of a catalog viewset."""
     serializer = viewset.serializer_class
     ok = {
@@ -54,10 +54,10 @@ class CatalogViewSet(viewsets.ModelViewSet):
             raise serializers.ValidationError(serializers.as_serializer_error(exc)) from None
         serializer.instance = self.get_queryset().get(pk=instance.pk)  # re-read with annotations
 
-    def perform_create(self, serializer) -> None:  # type: ignore[no-untyped-def]
+    def perform_create(self, serializer) -> None:
         self._write(serializer, lambda: self.create_row(dict(serializer.validated_data)))
 
-    def perform_update(self, serializer) -> None:  # type: ignore[no-untyped-def]
+    def perform_update(self, serializer) -> None:
         self._write(serializer, lambda: self.update_row(serializer.instance, dict(serializer.validated_data)))
 
 

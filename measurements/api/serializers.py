@@ -43,12 +43,14 @@ class FailureKindField(serializers.ChoiceField):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(choices=FailureKind.choices, allow_null=True, read_only=True, **kwargs)
 
-    def to_representation(self, value: str) -> str | None:
+    def to_representation(self, value: str) -> str | None:  # type: ignore[override]  # null while not failed
         return value or None
 
 
 class AcceptanceJobSerializer(serializers.ModelSerializer):
-    program = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    program: serializers.SlugRelatedField[RegisteredProgram] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
     failure_kind = FailureKindField()
     node = serializers.CharField(source="node.name", allow_null=True, read_only=True, default=None)
     progress = serializers.SerializerMethodField()

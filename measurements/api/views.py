@@ -140,7 +140,7 @@ class OrderViewSet(
         measurement, created = services.measurement_record(order, document, source=MeasurementSource.UPLOAD)
         return Response(MeasurementSerializer(measurement).data, status=201 if created else 200)
 
-    def _page(self, rows: QuerySet, serializer: type) -> Response:  # type: ignore[type-arg]
+    def _page(self, rows: QuerySet, serializer: type) -> Response:
         page = self.paginate_queryset(rows)
         return self.get_paginated_response(serializer(page, many=True).data)
 

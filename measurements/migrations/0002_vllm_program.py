@@ -10,7 +10,7 @@ from workers.runner.programs import VLLM_SERVE_TEMPLATE
 VLLM_ARGV = list(VLLM_SERVE_TEMPLATE)  # one template: workers/runner/programs/__init__.py
 
 
-def create(apps, schema_editor):  # type: ignore[no-untyped-def]
+def create(apps, schema_editor):
     RegisteredProgram = apps.get_model("measurements", "RegisteredProgram")
     RegisteredProgram.objects.get_or_create(
         slug="vllm-serve",
@@ -28,7 +28,7 @@ def create(apps, schema_editor):  # type: ignore[no-untyped-def]
     )
 
 
-def remove(apps, schema_editor):  # type: ignore[no-untyped-def]
+def remove(apps, schema_editor):
     apps.get_model("measurements", "RegisteredProgram").objects.filter(slug="vllm-serve").delete()
 
 

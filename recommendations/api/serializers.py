@@ -81,7 +81,7 @@ class PlanSerializer(serializers.Serializer):
         allow_null=True, help_text="Set by the plan; null: the workload's setting."
     )
     devices = serializers.IntegerField(help_text="Devices the plan uses (tensor × pipeline × replicas).")
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a declared field, not Field.label
 
 
 class MarginSerializer(serializers.Serializer):
@@ -128,14 +128,14 @@ class LatencySerializer(serializers.Serializer):
     target_ms = serializers.FloatField(allow_null=True)
     max_sessions_within_target = serializers.IntegerField(allow_null=True)
     correction = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a declared field, not Field.label
 
 
 class CostSerializer(serializers.Serializer):
     usd_per_hour = serializers.FloatField()
     usd_per_million_output_tokens = serializers.FloatField(allow_null=True)
     output_tokens_per_s = serializers.FloatField(allow_null=True)
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a declared field, not Field.label
 
 
 class ChangeBudgetSerializer(serializers.Serializer):
@@ -178,7 +178,7 @@ class SuggestedSettingsSerializer(serializers.Serializer):
     max_concurrency_at_longest_request = _optional_int("vLLM, over the replicas.")
     tensor = _optional_int("training")
     pipeline = _optional_int("training")
-    data = _optional_int("training: data-parallel degree.")
+    data = _optional_int("training: data-parallel degree.")  # type: ignore[assignment]  # a field, not .data
     zero_stage = _optional_int("training")
     activation_checkpointing = serializers.CharField(required=False, allow_null=True, help_text="training")
     max_micro_batch_size = _optional_int("training: the largest that fits under the plan.")

@@ -30,7 +30,7 @@ def chromium() -> str:
     return CHROMIUM
 
 
-def test_sign_in_open_a_workload_see_its_recommendations_and_open_the_evidence(  # type: ignore[no-untyped-def]
+def test_sign_in_open_a_workload_see_its_recommendations_and_open_the_evidence(
     chromium, live_server, admin_user
 ) -> None:
     # the database is written before the browser starts: Playwright's sync API runs an event loop in this

@@ -19,7 +19,7 @@ CHAT = {
 }
 
 
-def test_changelist_shows_peaks_in_both_units_with_constant_queries(admin_client, user) -> None:  # type: ignore[no-untyped-def]
+def test_changelist_shows_peaks_in_both_units_with_constant_queries(admin_client, user) -> None:
     workload_create(owner=user, data=CHAT)
     with CaptureQueriesContext(connection) as few:
         page = admin_client.get("/admin/budgets/workload/")
@@ -31,7 +31,7 @@ def test_changelist_shows_peaks_in_both_units_with_constant_queries(admin_client
     assert " GB (" in page.content.decode() and " GiB)" in page.content.decode()
 
 
-def test_change_form_shows_table_bar_and_assumptions(admin_client, user) -> None:  # type: ignore[no-untyped-def]
+def test_change_form_shows_table_bar_and_assumptions(admin_client, user) -> None:
     workload = workload_create(owner=user, data=CHAT)
     page = admin_client.get(f"/admin/budgets/workload/{workload.pk}/change/").content.decode()
     for component in ("weights", "kv_cache", "activations", "fragmentation"):
@@ -42,7 +42,7 @@ def test_change_form_shows_table_bar_and_assumptions(admin_client, user) -> None
     assert 'name="name"' not in page  # read-only: the name belongs to the stored description
 
 
-def test_reestimate_action_reports_invalid_rows_and_keeps_going(admin_client, user) -> None:  # type: ignore[no-untyped-def]
+def test_reestimate_action_reports_invalid_rows_and_keeps_going(admin_client, user) -> None:
     good = workload_create(owner=user, data=CHAT)
     stale = workload_create(owner=user, data={**CHAT, "name": "stale"})
     Workload.objects.filter(pk=stale.pk).update(description={**stale.description, "model": {"preset": "gone-1b"}})

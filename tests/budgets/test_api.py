@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "fixtures" / "workloads").glob("*.json"))
 COMPONENTS = set(COMPONENT_NAMES)
 
-CHAT = {
+CHAT: dict[str, Any] = {
     "name": "support-chat-8b",
     "task": "inference",
     "model": {"preset": "llama-3.1-8b"},
@@ -42,7 +43,7 @@ def _check_contract(budget: dict) -> None:
     assert {"ram_bytes", "disk_bytes"} == set(budget["host"])
 
 
-def test_estimate_returns_the_contract(api) -> None:  # type: ignore[no-untyped-def]
+def test_estimate_returns_the_contract(api) -> None:
     response = api.post("/api/v1/estimate", CHAT, format="json")
     assert response.status_code == 200, response.content
     budget = response.json()
@@ -53,7 +54,7 @@ def test_estimate_returns_the_contract(api) -> None:  # type: ignore[no-untyped-
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
-def test_every_example_workload_estimates(api, path) -> None:  # type: ignore[no-untyped-def]
+def test_every_example_workload_estimates(api, path) -> None:
     response = api.post("/api/v1/estimate/", json.loads(path.read_text()), format="json")
     assert response.status_code == 200, response.content
     _check_contract(response.json())
@@ -74,14 +75,14 @@ def test_every_example_workload_estimates(api, path) -> None:  # type: ignore[no
         ({"runtime": {"device": "tpu"}}, "runtime.device"),
     ],
 )
-def test_invalid_input_is_a_400_naming_the_field(api, change, field) -> None:  # type: ignore[no-untyped-def]
+def test_invalid_input_is_a_400_naming_the_field(api, change, field) -> None:
     response = api.post("/api/v1/estimate", {**CHAT, **change}, format="json")
     assert response.status_code == 400, response.content
     body = response.json()
     assert any(key == field or key.startswith(field + ".") for key in body), body
 
 
-def test_unknown_preset_and_unsupported_model_type_say_what_is_allowed(api) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_preset_and_unsupported_model_type_say_what_is_allowed(api) -> None:
     response = api.post("/api/v1/estimate", {**CHAT, "model": {"preset": "llama-3.1-8"}}, format="json")
     assert response.status_code == 400
     assert "llama-3.1-8b" in json.dumps(response.json())
@@ -92,16 +93,16 @@ def test_unknown_preset_and_unsupported_model_type_say_what_is_allowed(api) -> N
 
 
 @pytest.mark.parametrize("body", ["[]", '"text"', "{not json", "null"])
-def test_malformed_bodies_are_400(api, body) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_bodies_are_400(api, body) -> None:
     response = api.generic("POST", "/api/v1/estimate", body, content_type="application/json")
     assert response.status_code == 400
 
 
-def test_estimate_requires_login(anon_api) -> None:  # type: ignore[no-untyped-def]
+def test_estimate_requires_login(anon_api) -> None:
     assert anon_api.post("/api/v1/estimate", CHAT, format="json").status_code == 401
 
 
-def test_workloads_are_owner_scoped(api, other_api, staff_api) -> None:  # type: ignore[no-untyped-def]
+def test_workloads_are_owner_scoped(api, other_api, staff_api) -> None:
     created = api.post("/api/v1/workloads/", CHAT, format="json")
     assert created.status_code == 201, created.content
     workload_id = created.json()["id"]
@@ -121,7 +122,7 @@ def test_workloads_are_owner_scoped(api, other_api, staff_api) -> None:  # type:
     assert staff_api.get(f"/api/v1/workloads/{workload_id}/").status_code == 200
 
 
-def test_stored_description_round_trips(api) -> None:  # type: ignore[no-untyped-def]
+def test_stored_description_round_trips(api) -> None:
     created = api.post("/api/v1/workloads/", CHAT, format="json").json()
     again = api.post("/api/v1/estimate", created["description"], format="json")
     assert again.status_code == 200, again.content
@@ -129,13 +130,13 @@ def test_stored_description_round_trips(api) -> None:  # type: ignore[no-untyped
     assert again.json()["per_device"]["total"] == stored["per_device"]["total"]
 
 
-def test_invalid_workload_is_not_stored(api) -> None:  # type: ignore[no-untyped-def]
+def test_invalid_workload_is_not_stored(api) -> None:
     response = api.post("/api/v1/workloads/", {**CHAT, "task": "dance"}, format="json")
     assert response.status_code == 400
     assert api.get("/api/v1/workloads/").json()["count"] == 0
 
 
-def test_model_presets_list_and_detail(api) -> None:  # type: ignore[no-untyped-def]
+def test_model_presets_list_and_detail(api) -> None:
     presets = api.get("/api/v1/model-presets/").json()
     ids = {p["id"] for p in presets}
     assert len(ids) >= 25
@@ -145,7 +146,7 @@ def test_model_presets_list_and_detail(api) -> None:  # type: ignore[no-untyped-
     assert api.get("/api/v1/model-presets/no-such-model/").status_code == 404
 
 
-def test_a_budget_beyond_any_machine_is_a_400_not_a_database_error(api) -> None:  # type: ignore[no-untyped-def]
+def test_a_budget_beyond_any_machine_is_a_400_not_a_database_error(api) -> None:
     huge = {
         "name": "typo",
         "task": "custom",
@@ -171,13 +172,13 @@ def test_a_budget_beyond_any_machine_is_a_400_not_a_database_error(api) -> None:
     ],
     ids=["nul", "lone-surrogate", "deep-list", "deep-object"],
 )
-def test_unstorable_or_absurdly_nested_bodies_are_400(api, body) -> None:  # type: ignore[no-untyped-def]
+def test_unstorable_or_absurdly_nested_bodies_are_400(api, body) -> None:
     response = api.generic("POST", "/api/v1/workloads/", body, content_type="application/json")
     assert response.status_code == 400, response.content
     assert api.get("/api/v1/workloads/").json()["count"] == 0
 
 
-def test_pagination_limits_are_clamped(api) -> None:  # type: ignore[no-untyped-def]
+def test_pagination_limits_are_clamped(api) -> None:
     api.post("/api/v1/workloads/", CHAT, format="json")
     response = api.get("/api/v1/workloads/?limit=99999999999999999999&offset=99999999999999999999")
     assert response.status_code == 200

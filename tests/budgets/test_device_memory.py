@@ -17,7 +17,7 @@ VLLM = json.loads((Path(__file__).resolve().parents[2] / "fixtures/workloads/vll
 GIB = 2**30
 
 
-def test_more_device_memory_gives_a_larger_pool_and_more_concurrency(api) -> None:  # type: ignore[no-untyped-def]
+def test_more_device_memory_gives_a_larger_pool_and_more_concurrency(api) -> None:
     small = api.post("/api/v1/estimate?device_memory=40GiB", VLLM, format="json").json()["serving"]
     large = api.post("/api/v1/estimate?device_memory=79.19GiB", VLLM, format="json").json()["serving"]
     assert small["device_memory_bytes"] == 40 * GIB
@@ -30,7 +30,7 @@ def test_more_device_memory_gives_a_larger_pool_and_more_concurrency(api) -> Non
     assert large["max_concurrent_sessions_at_max_request"] == tokens // per_session
 
 
-def test_a_configuration_gives_its_usable_memory_per_device(api) -> None:  # type: ignore[no-untyped-def]
+def test_a_configuration_gives_its_usable_memory_per_device(api) -> None:
     accelerator = AcceleratorFactory(marketed_memory_bytes=80 * 10**9, usable_memory_bytes=85_029_615_043)
     configuration = ConfigurationFactory(accelerator=accelerator)
     answer = api.post(f"/api/v1/estimate?configuration={configuration.slug}", VLLM, format="json").json()
@@ -42,7 +42,7 @@ def test_a_configuration_gives_its_usable_memory_per_device(api) -> None:  # typ
     [("device_memory=banana", "device_memory"), ("configuration=nope", "configuration"),
      ("device_memory=80GB&configuration=x", "device_memory"), ("device_memory=2EiB", "device_memory")],
 )  # fmt: skip
-def test_bad_device_memory_is_a_400_naming_the_parameter(api, query: str, field: str) -> None:  # type: ignore[no-untyped-def]
+def test_bad_device_memory_is_a_400_naming_the_parameter(api, query: str, field: str) -> None:
     response = api.post(f"/api/v1/estimate?{query}", VLLM, format="json")
     assert response.status_code == 400 and field in response.json(), response.json()
 
@@ -73,7 +73,7 @@ def test_the_command_refuses_budgets_past_1_eib_like_the_api(tmp_path: Path) -> 
         call_command("estimate", str(path), stdout=StringIO())
 
 
-def test_the_schema_documents_plan_and_serving(api) -> None:  # type: ignore[no-untyped-def]
+def test_the_schema_documents_plan_and_serving(api) -> None:
     schema = api.get("/api/schema/?format=json").json()
     budget = schema["components"]["schemas"]["Budget"]["properties"]
     assert {"plan", "serving"} <= set(budget)

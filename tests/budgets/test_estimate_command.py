@@ -24,7 +24,7 @@ def test_there_are_example_workloads() -> None:
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
-def test_json_output_is_the_budget_alone(path) -> None:  # type: ignore[no-untyped-def]
+def test_json_output_is_the_budget_alone(path) -> None:
     out = StringIO()
     call_command("estimate", str(path), "--format", "json", stdout=out)
     budget = json.loads(out.getvalue())  # the whole of stdout is one JSON object
@@ -33,13 +33,13 @@ def test_json_output_is_the_budget_alone(path) -> None:  # type: ignore[no-untyp
 
 
 @pytest.mark.parametrize("path", EXAMPLES[:3], ids=lambda p: p.stem)
-def test_table_output_shows_both_units(path) -> None:  # type: ignore[no-untyped-def]
+def test_table_output_shows_both_units(path) -> None:
     out = StringIO()
     call_command("estimate", str(path), "--format", "table", stdout=out)
     assert "GiB" in out.getvalue() and "GB" in out.getvalue()
 
 
-def test_bad_file_names_the_field(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_bad_file_names_the_field(tmp_path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(
         json.dumps({"task": "inference", "model": {"preset": "llama-3.1-8b"}, "inference": {"concurrent_sessions": 0}})
@@ -68,7 +68,7 @@ def test_real_process_stdout_is_pure_json() -> None:
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
-def test_the_command_answers_what_the_api_answers(api, path) -> None:  # type: ignore[no-untyped-def]
+def test_the_command_answers_what_the_api_answers(api, path) -> None:
     """Both call budgets.services (workload_validate, then budget_compute): the same budget, to the byte."""
     out = StringIO()
     call_command("estimate", str(path), "--device-memory", "80GiB", stdout=out)
@@ -78,7 +78,7 @@ def test_the_command_answers_what_the_api_answers(api, path) -> None:  # type: i
 
 
 @pytest.mark.django_db
-def test_the_command_refuses_what_the_api_refuses_with_the_same_words(api, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_command_refuses_what_the_api_refuses_with_the_same_words(api, tmp_path) -> None:
     """The 1 EiB guard lives in budgets.services.budget_compute; the command and the API both go through it."""
     huge = {
         "name": "typo",

@@ -25,12 +25,12 @@ CHANGELISTS = [
 
 
 @pytest.fixture
-def staff_client(client, admin_user):  # type: ignore[no-untyped-def]
+def staff_client(client, admin_user):
     client.force_login(admin_user)
     return client
 
 
-def _queries(client, url: str) -> int:  # type: ignore[no-untyped-def]
+def _queries(client, url: str) -> int:
     with CaptureQueriesContext(connection) as ctx:
         response = client.get(url)
     assert response.status_code == 200, url
@@ -38,7 +38,7 @@ def _queries(client, url: str) -> int:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("url", CHANGELISTS)
-def test_changelist_query_count_is_constant_as_rows_grow(staff_client, url) -> None:  # type: ignore[no-untyped-def]
+def test_changelist_query_count_is_constant_as_rows_grow(staff_client, url) -> None:
     NodeFactory.create_batch(2)
     few = _queries(staff_client, url)
     # Ten times the rows, each on its own accelerator, architecture and configuration.
@@ -47,7 +47,7 @@ def test_changelist_query_count_is_constant_as_rows_grow(staff_client, url) -> N
     assert many == few, f"{url}: {few} queries with few rows, {many} with many"
 
 
-def test_changelists_load_the_real_catalog_and_show_both_units(staff_client, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_changelists_load_the_real_catalog_and_show_both_units(staff_client, catalog) -> None:
     for url in CHANGELISTS:
         assert staff_client.get(url).status_code == 200, url
     page = staff_client.get("/admin/catalog/configuration/?memory_band=80-160").content.decode()
@@ -56,7 +56,7 @@ def test_changelists_load_the_real_catalog_and_show_both_units(staff_client, cat
     assert "H100" in accelerators and "source" in accelerators
 
 
-def _rows(client, query: str) -> list[Configuration]:  # type: ignore[no-untyped-def]
+def _rows(client, query: str) -> list[Configuration]:
     response = client.get(f"/admin/catalog/configuration/?{query}")
     assert response.status_code == 200, query
     assert "e=1" not in response.get("Location", ""), query
@@ -73,7 +73,7 @@ def _rows(client, query: str) -> list[Configuration]:  # type: ignore[no-untyped
         ("q=H200", lambda c: "H200" in c.name or (c.accelerator and "H200" in c.accelerator.name)),
     ],
 )
-def test_configuration_filters_return_the_matching_rows(staff_client, catalog, query, expected) -> None:  # type: ignore[no-untyped-def]
+def test_configuration_filters_return_the_matching_rows(staff_client, catalog, query, expected) -> None:
     rows = _rows(staff_client, query)
     everything = list(Configuration.objects.with_memory().select_related("accelerator__architecture__vendor"))
     wanted = {c.pk for c in everything if expected(c)}
@@ -81,7 +81,7 @@ def test_configuration_filters_return_the_matching_rows(staff_client, catalog, q
     assert {c.pk for c in rows} == wanted
 
 
-def test_memory_band_counts_a_cpu_configuration_by_its_host_ram(staff_client, db) -> None:  # type: ignore[no-untyped-def]
+def test_memory_band_counts_a_cpu_configuration_by_its_host_ram(staff_client, db) -> None:
     cpu = ConfigurationFactory(kind="cpu", accelerator=None, device_count=1, nvlink_domain_size=1, driver_version="")
     cpu.host_ram_bytes = 512 * 10**9
     cpu.save()
@@ -91,7 +91,7 @@ def test_memory_band_counts_a_cpu_configuration_by_its_host_ram(staff_client, db
     assert gpu.pk in {c.pk for c in _rows(staff_client, "memory_band=80-160")}
 
 
-def test_changelist_loads_with_a_blank_and_an_r550_nvidia_driver(staff_client, db) -> None:  # type: ignore[no-untyped-def]
+def test_changelist_loads_with_a_blank_and_an_r550_nvidia_driver(staff_client, db) -> None:
     """One NVIDIA configuration with a blank or "R550" driver used to break the driver-branch filter (a 500)."""
     blank = ConfigurationFactory(driver_version="")
     branch_only = ConfigurationFactory(driver_version="R550")
@@ -111,7 +111,7 @@ def test_changelist_loads_with_a_blank_and_an_r550_nvidia_driver(staff_client, d
     assert bad.status_code == 302 and "e=1" in bad["Location"]
 
 
-def test_change_forms_load(staff_client) -> None:  # type: ignore[no-untyped-def]
+def test_change_forms_load(staff_client) -> None:
     config = ConfigurationFactory()
     accelerator = AcceleratorFactory()
     assert staff_client.get(f"/admin/catalog/configuration/{config.pk}/change/").status_code == 200

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 CONFIGS = "/api/v1/configurations/"
 
 
-def _all(client, url: str) -> list[dict]:  # type: ignore[no-untyped-def]
+def _all(client, url: str) -> list[dict]:
     """Every object of a paginated list, following ``next`` links."""
     items: list[dict] = []
     while url:
@@ -28,12 +28,12 @@ def _all(client, url: str) -> list[dict]:  # type: ignore[no-untyped-def]
     return items
 
 
-def test_everything_requires_login(anon_api, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_everything_requires_login(anon_api, catalog) -> None:
     for url in (CONFIGS, "/api/v1/accelerators/", "/api/v1/architectures/", "/api/v1/nodes/", "/api/schema/"):
         assert anon_api.get(url).status_code == 401, url
 
 
-def test_min_memory_and_fp8_returns_hopper_class_and_no_a100(api, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_min_memory_and_fp8_returns_hopper_class_and_no_a100(api, catalog) -> None:
     configs = _all(api, f"{CONFIGS}?min_memory=80GB&precision=fp8")
     names = {c["accelerator"]["name"] for c in configs}
     assert any("H100" in n for n in names)
@@ -88,7 +88,7 @@ def test_min_memory_and_fp8_returns_hopper_class_and_no_a100(api, catalog) -> No
         ("min_memory=1." + "5" * 4301 + "GB", "min_memory"),
     ],
 )
-def test_bad_filter_values_are_400s_that_say_what_was_expected(api, catalog, query, field) -> None:  # type: ignore[no-untyped-def]
+def test_bad_filter_values_are_400s_that_say_what_was_expected(api, catalog, query, field) -> None:
     response = api.get(f"{CONFIGS}?{query}")
     assert response.status_code == 400, response.content
     body = response.json()
@@ -96,7 +96,7 @@ def test_bad_filter_values_are_400s_that_say_what_was_expected(api, catalog, que
     assert body[field][0]  # a message, not an empty list
 
 
-def test_min_memory_units_agree(api, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_min_memory_units_agree(api, catalog) -> None:
     in_gb = {c["id"] for c in _all(api, f"{CONFIGS}?min_memory=85899345920")}
     in_gib = {c["id"] for c in _all(api, f"{CONFIGS}?min_memory=80GiB")}
     in_mib = {c["id"] for c in _all(api, f"{CONFIGS}?min_memory=81920MiB")}
@@ -104,14 +104,14 @@ def test_min_memory_units_agree(api, catalog) -> None:  # type: ignore[no-untype
     assert {c["id"] for c in _all(api, f"{CONFIGS}?min_memory=80GB")} > in_gib  # 80 GB < 80 GiB
 
 
-def test_min_total_memory_counts_all_devices(api, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_min_total_memory_counts_all_devices(api, catalog) -> None:
     configs = _all(api, f"{CONFIGS}?min_total_memory=640GB")
     assert configs
     assert all(c["total_memory_bytes"] >= 640 * 10**9 for c in configs)
     assert any(c["per_device_memory_bytes"] < 640 * 10**9 for c in configs)
 
 
-def test_filters_by_device_count_vendor_nvlink_and_capability(api, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_filters_by_device_count_vendor_nvlink_and_capability(api, catalog) -> None:
     eights = _all(api, f"{CONFIGS}?device_count=8&vendor=nvidia&nvlink=true&min_compute_capability=9.0")
     assert eights
     for c in eights:
@@ -122,13 +122,13 @@ def test_filters_by_device_count_vendor_nvlink_and_capability(api, catalog) -> N
     assert amd and all(c["accelerator"]["vendor"] == "amd" for c in amd)
 
 
-def test_device_cpu_returns_the_cpu_configuration(api, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_device_cpu_returns_the_cpu_configuration(api, catalog) -> None:
     cpus = _all(api, f"{CONFIGS}?device=cpu")
     assert cpus
     assert all(c["kind"] == "cpu" and c["accelerator"] is None for c in cpus)
 
 
-def test_cuda_filter_keeps_drivers_that_support_it(api, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_cuda_filter_keeps_drivers_that_support_it(api, catalog) -> None:
     cuda13 = _all(api, f"{CONFIGS}?cuda=13.0")
     assert cuda13
     assert all(int(c["driver_version"].split(".")[0]) >= 580 for c in cuda13)
@@ -137,7 +137,7 @@ def test_cuda_filter_keeps_drivers_that_support_it(api, catalog) -> None:  # typ
     assert all(c["driver_version"] for c in cuda12)
 
 
-def _config_payload(accelerator_slug: str, **changes) -> dict:  # type: ignore[no-untyped-def]
+def _config_payload(accelerator_slug: str, **changes) -> dict:
     payload = {
         "slug": "test-box",
         "name": "Test box",
@@ -153,7 +153,7 @@ def _config_payload(accelerator_slug: str, **changes) -> dict:  # type: ignore[n
     return {**payload, **changes}
 
 
-def test_catalog_writes_need_the_model_permission(api, staff_api, editor_api, admin_user, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_catalog_writes_need_the_model_permission(api, staff_api, editor_api, admin_user, catalog) -> None:
     config = Configuration.objects.filter(kind="gpu").select_related("accelerator").first()
     payload = _config_payload(config.accelerator.slug)
     assert api.post(CONFIGS, payload, format="json").status_code == 403
@@ -174,7 +174,7 @@ def test_catalog_writes_need_the_model_permission(api, staff_api, editor_api, ad
     assert editor_api.delete(f"{CONFIGS}test-box/").status_code == 204
 
 
-def test_invalid_writes_are_400_not_500(editor_api, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_invalid_writes_are_400_not_500(editor_api, catalog) -> None:
     config = Configuration.objects.filter(kind="gpu").select_related("accelerator").first()
     payload = _config_payload(config.accelerator.slug, slug="bad-box", name="Bad box", nvlink_domain_size=4)
     del payload["driver_version"]
@@ -188,7 +188,7 @@ def test_invalid_writes_are_400_not_500(editor_api, catalog) -> None:  # type: i
     assert response.status_code == 400 and "host_ram_bytes" in response.json()
 
 
-def test_more_devices_than_a_node_holds_is_a_400_on_device_count(editor_api, db) -> None:  # type: ignore[no-untyped-def]
+def test_more_devices_than_a_node_holds_is_a_400_on_device_count(editor_api, db) -> None:
     accelerator = AcceleratorFactory(max_devices_per_node=4)
     response = editor_api.post(CONFIGS, _config_payload(accelerator.slug, device_count=8), format="json")
     assert response.status_code == 400, response.content
@@ -198,7 +198,7 @@ def test_more_devices_than_a_node_holds_is_a_400_on_device_count(editor_api, db)
 
 
 @pytest.mark.parametrize("driver", ["banana", "1000.1", "x.y", "550.54.15.1.2", "R"])
-def test_unreadable_driver_versions_are_400s(editor_api, db, driver) -> None:  # type: ignore[no-untyped-def]
+def test_unreadable_driver_versions_are_400s(editor_api, db, driver) -> None:
     accelerator = AcceleratorFactory()
     response = editor_api.post(CONFIGS, _config_payload(accelerator.slug, driver_version=driver), format="json")
     assert response.status_code == 400, response.content
@@ -213,7 +213,7 @@ def test_unreadable_driver_versions_are_400s(editor_api, db, driver) -> None:  #
 
 
 @pytest.mark.parametrize("field", ["version", "min_driver_linux", "minor_compat_min_driver_linux"])
-def test_cuda_toolkit_versions_are_validated(db, field) -> None:  # type: ignore[no-untyped-def]
+def test_cuda_toolkit_versions_are_validated(db, field) -> None:
     from django.core.exceptions import ValidationError
 
     toolkit = CudaToolkit(version="12.4.1", family="12.x", min_driver_linux="550.54.15")
@@ -227,7 +227,7 @@ def test_cuda_toolkit_versions_are_validated(db, field) -> None:  # type: ignore
 ACCELERATORS = "/api/v1/accelerators/"
 
 
-def _accelerator_payload(architecture: str, **changes) -> dict:  # type: ignore[no-untyped-def]
+def _accelerator_payload(architecture: str, **changes) -> dict:
     payload = {
         "slug": "new-gpu",
         "name": "New GPU",
@@ -250,7 +250,7 @@ def _accelerator_payload(architecture: str, **changes) -> dict:  # type: ignore[
         ({"uncertain_fields": "tdp_watts"}, "uncertain_fields"),
     ],
 )
-def test_accelerator_json_fields_are_checked_before_saving(editor_api, db, changes, field) -> None:  # type: ignore[no-untyped-def]
+def test_accelerator_json_fields_are_checked_before_saving(editor_api, db, changes, field) -> None:
     architecture = ArchitectureFactory()
     response = editor_api.post(ACCELERATORS, _accelerator_payload(architecture.slug, **changes), format="json")
     assert response.status_code == 400, response.content
@@ -258,7 +258,7 @@ def test_accelerator_json_fields_are_checked_before_saving(editor_api, db, chang
     assert not Accelerator.objects.filter(slug="new-gpu").exists()
 
 
-def test_accelerator_json_lists_and_objects_round_trip(editor_api, db) -> None:  # type: ignore[no-untyped-def]
+def test_accelerator_json_lists_and_objects_round_trip(editor_api, db) -> None:
     architecture = ArchitectureFactory()
     payload = _accelerator_payload(
         architecture.slug, uncertain_fields=[], dense_tflops={"bf16": 989.5, "fp64": None, "int8": 1979}
@@ -272,13 +272,13 @@ def test_accelerator_json_lists_and_objects_round_trip(editor_api, db) -> None: 
     assert Accelerator.objects.get(slug="new-gpu").uncertain_fields == ["tdp_watts"]
 
 
-def test_detail_by_slug_and_404(api, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_detail_by_slug_and_404(api, catalog) -> None:
     slug = Configuration.objects.first().slug
     assert api.get(f"{CONFIGS}{slug}/").json()["slug"] == slug
     assert api.get(f"{CONFIGS}no-such-box/").status_code == 404
 
 
-def test_accelerators_carry_sources_and_uncertainty(api, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_accelerators_carry_sources_and_uncertainty(api, catalog) -> None:
     accelerators = _all(api, "/api/v1/accelerators/")
     assert len(accelerators) >= 30
     assert all(a["source_url"].startswith("http") for a in accelerators)
@@ -287,7 +287,7 @@ def test_accelerators_carry_sources_and_uncertainty(api, catalog) -> None:  # ty
     assert "fp8" in h100["precisions"]
 
 
-def test_cuda_filter_is_nvidia_only_whatever_a_rocm_version_reads_as(api, db) -> None:  # type: ignore[no-untyped-def]
+def test_cuda_filter_is_nvidia_only_whatever_a_rocm_version_reads_as(api, db) -> None:
     CudaToolkit.objects.create(version="12.4.0", family="12.x", min_driver_linux="550.54.14")
     nvidia = ConfigurationFactory(driver_version="550.54.15")
     amd = ConfigurationFactory(
@@ -299,7 +299,7 @@ def test_cuda_filter_is_nvidia_only_whatever_a_rocm_version_reads_as(api, db) ->
 
 
 @pytest.mark.parametrize("query", ["driver_branch=550", "driver_branch=R550", "driver_branch=r550"])
-def test_driver_branch_filter_uses_the_version_key(api, db, query) -> None:  # type: ignore[no-untyped-def]
+def test_driver_branch_filter_uses_the_version_key(api, db, query) -> None:
     in_branch = ConfigurationFactory(driver_version="550.54.15")
     short = ConfigurationFactory(driver_version="550")
     ConfigurationFactory(driver_version="55.1")  # 55.x is not 550.x
@@ -314,7 +314,7 @@ def test_driver_branch_filter_uses_the_version_key(api, db, query) -> None:  # t
     assert rows[in_branch.slug] == rows[short.slug] == "R550"
 
 
-def test_min_compute_capability_accepts_the_spellings_it_documents(api, db) -> None:  # type: ignore[no-untyped-def]
+def test_min_compute_capability_accepts_the_spellings_it_documents(api, db) -> None:
     ada = ConfigurationFactory(
         accelerator__architecture__compute_capability_major=8, accelerator__architecture__compute_capability_minor=9
     )
@@ -335,7 +335,7 @@ INVENTORY = dataclasses.replace(
 ).as_dict()
 
 
-def test_node_inventory_and_hostname_are_for_staff_only(api, staff_api, db) -> None:  # type: ignore[no-untyped-def]
+def test_node_inventory_and_hostname_are_for_staff_only(api, staff_api, db) -> None:
     node = NodeFactory(
         hostname="secret-box.internal",
         inventory=INVENTORY,
@@ -371,7 +371,7 @@ def test_node_inventory_and_hostname_are_for_staff_only(api, staff_api, db) -> N
     assert full["inventory_summary"] == summary
 
 
-def test_node_summary_of_an_empty_inventory(api, db) -> None:  # type: ignore[no-untyped-def]
+def test_node_summary_of_an_empty_inventory(api, db) -> None:
     node = Node.objects.create(name="bare", inventory={})
     summary = api.get(f"{NODES}{node.name}/").json()["inventory_summary"]
     assert summary["devices"] == [] and summary["total_device_memory_bytes"] == 0

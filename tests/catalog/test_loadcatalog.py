@@ -46,7 +46,7 @@ def data() -> dict[str, list[dict]]:
 
 
 @pytest.fixture
-def loaded(db, data) -> dict[str, list[dict]]:  # type: ignore[no-untyped-def]
+def loaded(db, data) -> dict[str, list[dict]]:
     report = catalog_load(data)
     assert sum(report.updated.values()) == 0
     return data
@@ -84,7 +84,7 @@ def test_second_run_changes_nothing() -> None:
     assert "configurations: 0 created, 0 updated, 133 unchanged" in output
 
 
-def test_refresh_updates_a_changed_field(loaded, data) -> None:  # type: ignore[no-untyped-def]
+def test_refresh_updates_a_changed_field(loaded, data) -> None:
     changed = copy.deepcopy(data)
     h100 = next(r for r in changed["accelerators.json"] if r["slug"] == "h100-sxm-80gb")
     h100["usable_memory_bytes"] = 85_000_000_000
@@ -103,7 +103,7 @@ def test_refresh_updates_a_changed_field(loaded, data) -> None:  # type: ignore[
     assert configuration.driver_version_key == version_key("550.163.02")  # derived key kept in step
 
 
-def test_refresh_updates_architecture_precisions(loaded, data) -> None:  # type: ignore[no-untyped-def]
+def test_refresh_updates_architecture_precisions(loaded, data) -> None:
     changed = copy.deepcopy(data)
     turing = next(r for r in changed["architectures.json"] if r["slug"] == "turing-sm75")
     turing["precisions"] = ["fp16", "int8"]
@@ -115,7 +115,7 @@ def test_refresh_updates_architecture_precisions(loaded, data) -> None:  # type:
     }
 
 
-def test_h100_and_h200_configurations_have_fp8(loaded) -> None:  # type: ignore[no-untyped-def]
+def test_h100_and_h200_configurations_have_fp8(loaded) -> None:
     for slug in ["h100-sxm-80gb-x8-r550", "h200-sxm-141gb-x8-r550", "h100-sxm-80gb-x1-r550"]:
         configuration = Configuration.objects.get(slug=slug)
         precisions = set(configuration.accelerator.architecture.precisions.values_list("slug", flat=True))
@@ -126,7 +126,7 @@ def test_h100_and_h200_configurations_have_fp8(loaded) -> None:  # type: ignore[
     assert not fp8.filter(accelerator__slug__startswith="a100").exists()
 
 
-def test_configuration_mix(loaded) -> None:  # type: ignore[no-untyped-def]
+def test_configuration_mix(loaded) -> None:
     gpu = Configuration.objects.filter(kind=ConfigurationKind.GPU)
     assert set(gpu.values_list("device_count", flat=True)) == {1, 2, 4, 8}
     branches = {c.driver_branch for c in gpu.filter(accelerator__architecture__vendor__slug="nvidia")}
@@ -138,7 +138,7 @@ def test_configuration_mix(loaded) -> None:  # type: ignore[no-untyped-def]
         assert configuration.nvlink_domain_size <= configuration.device_count
 
 
-def test_compatibility_invariants_of_the_configurations(loaded) -> None:  # type: ignore[no-untyped-def]
+def test_compatibility_invariants_of_the_configurations(loaded) -> None:
     blackwell = Configuration.objects.filter(accelerator__architecture__compute_capability_major__gte=10)
     assert blackwell.exists()
     assert all(c.driver_version_key >= version_key("570") for c in blackwell)
@@ -153,7 +153,7 @@ def test_compatibility_invariants_of_the_configurations(loaded) -> None:  # type
     assert Configuration.objects.get(slug="h100-nvl-94gb-x2-r550").nvlink_domain_size == 2
 
 
-def test_memory_is_stored_in_bytes(loaded) -> None:  # type: ignore[no-untyped-def]
+def test_memory_is_stored_in_bytes(loaded) -> None:
     h100 = Accelerator.objects.get(slug="h100-sxm-80gb")
     assert h100.marketed_memory_bytes == 80 * 10**9
     b200 = Accelerator.objects.get(slug="b200")
@@ -163,7 +163,7 @@ def test_memory_is_stored_in_bytes(loaded) -> None:  # type: ignore[no-untyped-d
     assert dgx.host_ram_bytes == 2048 * 2**30 and dgx.vcpus == 224
 
 
-def test_ampere_is_split_by_compute_capability(loaded) -> None:  # type: ignore[no-untyped-def]
+def test_ampere_is_split_by_compute_capability(loaded) -> None:
     assert Accelerator.objects.get(slug="a100-80gb-sxm4").architecture.slug == "ampere-sm80"
     assert Accelerator.objects.get(slug="a30").architecture.slug == "ampere-sm80"
     assert Accelerator.objects.get(slug="a10").architecture.slug == "ampere-sm86"
@@ -171,7 +171,7 @@ def test_ampere_is_split_by_compute_capability(loaded) -> None:  # type: ignore[
     assert Architecture.objects.get(slug="cdna3-gfx942").gfx_target == "gfx942"
 
 
-def test_sources_and_uncertainty_are_kept(loaded) -> None:  # type: ignore[no-untyped-def]
+def test_sources_and_uncertainty_are_kept(loaded) -> None:
     assert all(a.source_url.startswith("https://") for a in Accelerator.objects.all())
     a10g = Accelerator.objects.get(slug="a10g")
     assert "tdp_w" in a10g.uncertain_fields
@@ -186,7 +186,7 @@ def test_sources_and_uncertainty_are_kept(loaded) -> None:  # type: ignore[no-un
     assert CudaToolkit.objects.get(version="13.3.1").uncertain
 
 
-def test_stale_rows_are_reported_and_kept_when_referenced(loaded, data) -> None:  # type: ignore[no-untyped-def]
+def test_stale_rows_are_reported_and_kept_when_referenced(loaded, data) -> None:
     referenced = Configuration.objects.get(slug="t4-x1-r535")
     Node.objects.create(name="ci-t4", configuration=referenced)
     smaller = copy.deepcopy(data)
@@ -231,7 +231,7 @@ _ACCELERATORS = [*_PARENTS, "accelerators.json"]
         (["pytorch_wheels.json"], lambda d: d["pytorch_wheels.json"][0].pop("variant"), "natural key"),
     ],
 )
-def test_bad_data_names_the_file_record_and_field(data, files, edit, message) -> None:  # type: ignore[no-untyped-def]
+def test_bad_data_names_the_file_record_and_field(data, files, edit, message) -> None:
     bad = {name: records for name, records in copy.deepcopy(data).items() if name in files}
     edit(bad)
     with pytest.raises(CatalogDataError) as excinfo:
@@ -249,7 +249,7 @@ def test_bad_data_names_the_file_record_and_field(data, files, edit, message) ->
         (lambda d: d["configurations.json"][1].update(accelerator=None), "configuration_kind_matches_accelerator"),
     ],
 )
-def test_bad_configurations_are_named(loaded, data, edit, message) -> None:  # type: ignore[no-untyped-def]
+def test_bad_configurations_are_named(loaded, data, edit, message) -> None:
     bad = {"configurations.json": copy.deepcopy(data["configurations.json"])}
     edit(bad)
     with pytest.raises(CatalogDataError, match=r"configurations\.json record \d+ \(") as excinfo:
@@ -267,7 +267,7 @@ def test_command_reports_bad_files_as_command_errors(tmp_path: Path) -> None:
 
 
 @pytest.mark.django_db
-def test_memory_fields_accept_units_in_the_files(data) -> None:  # type: ignore[no-untyped-def]
+def test_memory_fields_accept_units_in_the_files(data) -> None:
     edited = copy.deepcopy(data)
     cpu = next(r for r in edited["configurations.json"] if r["kind"] == "cpu")
     cpu["host_ram_bytes"] = "64GiB"
@@ -301,7 +301,7 @@ def test_committed_fixtures_match_the_builder() -> None:
         assert (CATALOG / name).read_text() == builder.render(document), f"{name} is stale: rebuild it"
 
 
-def test_keep_edits_loads_an_empty_catalog_and_then_leaves_edits_alone(db) -> None:  # type: ignore[no-untyped-def]
+def test_keep_edits_loads_an_empty_catalog_and_then_leaves_edits_alone(db) -> None:
     from io import StringIO
 
     from django.core.management import call_command

@@ -122,7 +122,7 @@ def test_version_key_rejects_huge_and_non_ascii_digits_with_a_unit_error(text: s
     [("550.54.15", 550), ("550", 550), ("R550", 550), (">=580", 580), ("6.4.1", 6), ("", None), (None, None),
      ("banana", None), ("1000.1", None), ("x.y", None)],
 )  # fmt: skip
-def test_driver_branch(version, branch) -> None:  # type: ignore[no-untyped-def]
+def test_driver_branch(version, branch) -> None:
     assert driver_branch(version) == branch
     if branch is not None:
         low, high = driver_branch_key_range(branch)

@@ -78,7 +78,7 @@ def test_memory_class(memory_type: str, kind: str) -> None:
 
 
 @pytest.mark.django_db
-def test_sql_and_python_agree_on_every_configuration(catalog) -> None:  # type: ignore[no-untyped-def]
+def test_sql_and_python_agree_on_every_configuration(catalog) -> None:
     h100 = Configuration.objects.filter(accelerator__slug="h100-sxm-80gb").first()
     NodeFactory(configuration=h100, verified_usable_memory_bytes=H100 - 2**20, name="h100-box")
     NodeFactory(configuration=h100, verified_usable_memory_bytes=H100, name="h100-box-2")
@@ -95,7 +95,7 @@ def test_sql_and_python_agree_on_every_configuration(catalog) -> None:  # type: 
 
 
 @pytest.mark.django_db
-def test_the_api_says_which_evidence_it_used(api, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_the_api_says_which_evidence_it_used(api, catalog) -> None:
     h100 = api.get("/api/v1/accelerators/h100-sxm-80gb/").json()
     assert (h100["usable_bytes"], h100["usable_basis"]) == (H100, "observed")
     assert "llm-d" in h100["usable_source"]
@@ -108,7 +108,7 @@ def test_the_api_says_which_evidence_it_used(api, catalog) -> None:  # type: ign
 @pytest.mark.django_db
 def test_candidates_carry_usable_memory_and_facts_in_a_fixed_number_of_queries(
     catalog, django_assert_max_num_queries
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     with django_assert_max_num_queries(4):  # toolkits, wheels, configurations, precisions
         candidates = configuration_candidates()
     assert len(candidates) == Configuration.objects.count()
@@ -119,7 +119,7 @@ def test_candidates_carry_usable_memory_and_facts_in_a_fixed_number_of_queries(
 
 
 @pytest.mark.django_db
-def test_the_admin_shows_usable_memory_and_its_basis(admin_client, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_the_admin_shows_usable_memory_and_its_basis(admin_client, catalog) -> None:
     page = admin_client.get("/admin/catalog/configuration/").content.decode()
     assert "(observed)" in page and "(derived)" in page and "(host_ram)" in page
     h200 = Configuration.objects.filter(accelerator__slug="h200-sxm-141gb").first()

@@ -27,7 +27,7 @@ USABLE = 85_520_809_984 - 566_231_040  # an H100's NVML total less the driver's 
 
 
 @pytest.fixture
-def staff_client(client, admin_user):  # type: ignore[no-untyped-def]
+def staff_client(client, admin_user):
     client.force_login(admin_user)
     return client
 
@@ -71,11 +71,12 @@ def test_the_service_refuses_an_unsourced_usable_figure_and_saves_nothing() -> N
     assert "needs a source" in excinfo.value.message_dict["usable_memory_source"][0]
     assert not Accelerator.objects.filter(slug="new-gpu").exists()
     # The model alone accepts it: the rule is the service's, not full_clean's.
-    Accelerator(slug="x", name="X", architecture=architecture, marketed_memory_bytes=1, source_url="https://e.org",
+    Accelerator(slug="x", name="X", architecture=architecture,  # type: ignore[misc]
+                marketed_memory_bytes=1, source_url="https://e.org",
                 usable_memory_bytes=USABLE).full_clean()  # fmt: skip
 
 
-def test_the_api_enforces_the_service_rule_on_create_and_update(editor_api) -> None:  # type: ignore[no-untyped-def]
+def test_the_api_enforces_the_service_rule_on_create_and_update(editor_api) -> None:
     architecture = ArchitectureFactory()
     response = editor_api.post(
         "/api/v1/accelerators/", _api_accelerator(architecture, usable_memory_bytes=USABLE), format="json"
@@ -91,7 +92,7 @@ def test_the_api_enforces_the_service_rule_on_create_and_update(editor_api) -> N
     assert Accelerator.objects.get(slug="new-gpu").usable_memory_source == "nvidia-smi on box 7"
 
 
-def test_the_admin_enforces_the_service_rule_on_its_form(staff_client) -> None:  # type: ignore[no-untyped-def]
+def test_the_admin_enforces_the_service_rule_on_its_form(staff_client) -> None:
     architecture = ArchitectureFactory()
     response = staff_client.post(
         "/admin/catalog/accelerator/add/", _admin_accelerator_form(architecture, usable_memory_bytes=USABLE)
@@ -132,7 +133,7 @@ def test_loadcatalog_enforces_the_service_rule_and_names_the_record() -> None:
 # --- the same services behind each door ------------------------------------------------------------
 
 
-def test_admin_saves_many_to_many_through_the_service(staff_client) -> None:  # type: ignore[no-untyped-def]
+def test_admin_saves_many_to_many_through_the_service(staff_client) -> None:
     vendor = VendorFactory()
     bf16, fp8 = Precision.objects.create(slug="bf16"), Precision.objects.create(slug="fp8")
     form = {"vendor": vendor.pk, "slug": "arch-x", "name": "Arch X", "family": "X", "gfx_target": "",
@@ -154,7 +155,7 @@ def test_admin_saves_many_to_many_through_the_service(staff_client) -> None:  # 
     assert architecture.compute_capability == "9.0"
 
 
-def test_api_validation_messages_come_from_the_service(editor_api) -> None:  # type: ignore[no-untyped-def]
+def test_api_validation_messages_come_from_the_service(editor_api) -> None:
     accelerator = AcceleratorFactory(max_devices_per_node=4)
     payload = {"slug": "box", "name": "Box", "kind": "gpu", "accelerator_slug": accelerator.slug, "device_count": 8,
                "nvlink_domain_size": 1, "vcpus": 8, "host_ram_bytes": 10**11, "disk_bytes": 10**12}  # fmt: skip

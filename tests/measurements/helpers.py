@@ -80,7 +80,7 @@ def measurement_document(**overrides: Any) -> dict[str, Any]:
     return document
 
 
-def claimed_job(api, node_name: str = "n1"):  # type: ignore[no-untyped-def]
+def claimed_job(api, node_name: str = "n1"):
     """Through the API: the tiny CPU workload, an order on a CPU configuration with one live node, and
     a job claimed by that node (attempt 1). Returns (claimed job, node)."""
     from django.utils import timezone

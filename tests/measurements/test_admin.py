@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def measured(api):  # type: ignore[no-untyped-def]
+def measured(api):
     claimed, node = claimed_job(api)
     document = measurement_document(peaks={"framework_allocated_bytes": 3 * 2**20, "host_rss_bytes": 400 * 2**20,
                                            "reasons": {"device_used_bytes": "no NVML <here>"}})  # fmt: skip
@@ -25,7 +25,7 @@ def measured(api):  # type: ignore[no-untyped-def]
     return measurement
 
 
-def test_order_page_shows_its_job_and_measurement_and_the_decision(admin_client, measured: Measurement) -> None:  # type: ignore[no-untyped-def]
+def test_order_page_shows_its_job_and_measurement_and_the_decision(admin_client, measured: Measurement) -> None:
     page = admin_client.get(f"/admin/measurements/order/{measured.order_id}/change/").content.decode()
     assert "Accepted: the measured peak" in page
     assert f"/admin/measurements/acceptancejob/{measured.job_id}/change/" in page
@@ -33,7 +33,7 @@ def test_order_page_shows_its_job_and_measurement_and_the_decision(admin_client,
     assert 'name="_save"' not in page  # read-only
 
 
-def test_measurement_page_renders_the_timeline_chart(admin_client, measured: Measurement) -> None:  # type: ignore[no-untyped-def]
+def test_measurement_page_renders_the_timeline_chart(admin_client, measured: Measurement) -> None:
     page = admin_client.get(f"/admin/measurements/measurement/{measured.pk}/change/").content.decode()
     svg = re.search(r"<svg[^>]*role=\"img\".*?</svg>", page, re.S)
     assert svg is not None

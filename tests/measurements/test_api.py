@@ -16,12 +16,12 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def configuration():  # type: ignore[no-untyped-def]
+def configuration():
     return cpu_configuration()
 
 
 @pytest.fixture
-def order(api, configuration) -> dict:  # type: ignore[no-untyped-def]
+def order(api, configuration) -> dict:
     workload = api.post("/api/v1/workloads/", TINY_CPU_WORKLOAD, format="json")
     assert workload.status_code == 201, workload.json()
     response = api.post("/api/v1/orders/", {"workload": workload.json()["id"], "configuration": configuration.slug},
@@ -30,13 +30,13 @@ def order(api, configuration) -> dict:  # type: ignore[no-untyped-def]
     return response.json()
 
 
-def test_an_order_keeps_its_budget_and_criteria_and_starts_as_a_draft(order) -> None:  # type: ignore[no-untyped-def]
+def test_an_order_keeps_its_budget_and_criteria_and_starts_as_a_draft(order) -> None:
     assert order["status"] == "draft"
     assert order["budget_peak_bytes"] == order["budget"]["per_device"]["total"]["bytes"] > 0
     assert order["acceptance"] == {"min_headroom_fraction": 0.10, "max_ms_per_output_token": None}
 
 
-def test_another_users_order_is_a_404_and_their_workload_cannot_be_ordered(order, other_api, configuration) -> None:  # type: ignore[no-untyped-def]
+def test_another_users_order_is_a_404_and_their_workload_cannot_be_ordered(order, other_api, configuration) -> None:
     assert other_api.get(f"/api/v1/orders/{order['id']}/").status_code == 404
     assert other_api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {}, format="json").status_code == 404
     response = other_api.post("/api/v1/orders/", {"workload": order["workload"], "configuration": configuration.slug},
@@ -44,14 +44,14 @@ def test_another_users_order_is_a_404_and_their_workload_cannot_be_ordered(order
     assert response.status_code == 400 and "workload" in response.json()
 
 
-def test_bad_order_input_names_the_field(api, order) -> None:  # type: ignore[no-untyped-def]
+def test_bad_order_input_names_the_field(api, order) -> None:
     response = api.post("/api/v1/orders/", {"workload": order["workload"], "configuration": "no-such"}, format="json")
     assert response.status_code == 400 and "configuration" in response.json()
     response = api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {"program": "nope"}, format="json")
     assert response.status_code == 400 and "program" in response.json()
 
 
-def test_a_configuration_without_a_live_node_fails_fast_with_no_node(api, order) -> None:  # type: ignore[no-untyped-def]
+def test_a_configuration_without_a_live_node_fails_fast_with_no_node(api, order) -> None:
     Node.objects.create(name="old", configuration_id=Order.objects.get().configuration_id,
                         last_heartbeat_at=timezone.now() - timedelta(hours=1))  # fmt: skip
     response = api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {}, format="json")
@@ -62,7 +62,7 @@ def test_a_configuration_without_a_live_node_fails_fast_with_no_node(api, order)
     assert Order.objects.get().status == "draft"
 
 
-def test_a_job_goes_to_a_free_live_node_and_waits_while_that_node_is_busy(api, order, configuration) -> None:  # type: ignore[no-untyped-def]
+def test_a_job_goes_to_a_free_live_node_and_waits_while_that_node_is_busy(api, order, configuration) -> None:
     node = Node.objects.create(name="n1", configuration=configuration, last_heartbeat_at=timezone.now())
     first = api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {}, format="json")
     second = api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {}, format="json")
@@ -76,7 +76,7 @@ def test_a_job_goes_to_a_free_live_node_and_waits_while_that_node_is_busy(api, o
     assert again.status_code == 409
 
 
-def test_an_upload_with_the_order_token_decides_the_order_and_a_repeat_stores_nothing(api, anon_api, order) -> None:  # type: ignore[no-untyped-def]
+def test_an_upload_with_the_order_token_decides_the_order_and_a_repeat_stores_nothing(api, anon_api, order) -> None:
     token = api.post(f"/api/v1/orders/{order['id']}/upload-token/").json()["token"]
     document = measurement_document(peaks={"framework_allocated_bytes": 2 * 2**30, "host_rss_bytes": 3 * 2**30,
                                            "reasons": {"device_used_bytes": "no NVML"}})  # fmt: skip
@@ -95,7 +95,7 @@ def test_an_upload_with_the_order_token_decides_the_order_and_a_repeat_stores_no
     assert decided["decision"]["sentence"].startswith("Accepted")
 
 
-def test_uploads_need_the_right_token_and_a_valid_document(api, anon_api, other_api, order) -> None:  # type: ignore[no-untyped-def]
+def test_uploads_need_the_right_token_and_a_valid_document(api, anon_api, other_api, order) -> None:
     url = f"/api/v1/orders/{order['id']}/measurements/"
     assert anon_api.post(url, measurement_document(), format="json").status_code == 401
     assert (
@@ -111,7 +111,7 @@ def test_uploads_need_the_right_token_and_a_valid_document(api, anon_api, other_
     assert "peaks.device_used_bytes" in api.post(url, huge, format="json").json()
 
 
-def test_a_confirmed_order_is_final(api, order) -> None:  # type: ignore[no-untyped-def]
+def test_a_confirmed_order_is_final(api, order) -> None:
     api.post(f"/api/v1/orders/{order['id']}/measurements/", measurement_document(
         peaks={"framework_allocated_bytes": 2**30, "reasons": {}}), format="json")  # fmt: skip
     assert api.post(f"/api/v1/orders/{order['id']}/confirm/").json()["status"] == "confirmed"
@@ -120,7 +120,7 @@ def test_a_confirmed_order_is_final(api, order) -> None:  # type: ignore[no-unty
     assert api.delete(f"/api/v1/orders/{order['id']}/").status_code == 409
 
 
-def test_programs_are_registered_by_staff_with_known_placeholders_only(api, staff_api, configuration) -> None:  # type: ignore[no-untyped-def]
+def test_programs_are_registered_by_staff_with_known_placeholders_only(api, staff_api, configuration) -> None:
     body = {"slug": "echo", "name": "Echo", "argv_template": ["{python}", "-c", "print('{max_model_len}')"],
             "allowed_configurations": [configuration.slug]}  # fmt: skip
     assert api.post("/api/v1/programs/", body, format="json").status_code == 403
@@ -131,7 +131,7 @@ def test_programs_are_registered_by_staff_with_known_placeholders_only(api, staf
     assert api.get("/api/v1/programs/echo/").json()["argv_template"][0] == "{python}"
 
 
-def test_a_program_not_allowed_on_the_configuration_is_refused(api, order, configuration) -> None:  # type: ignore[no-untyped-def]
+def test_a_program_not_allowed_on_the_configuration_is_refused(api, order, configuration) -> None:
     RegisteredProgram.objects.create(slug="elsewhere", name="x", argv_template=["true"])
     Node.objects.create(name="n1", configuration=configuration, last_heartbeat_at=timezone.now())
     response = api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {"program": "elsewhere"}, format="json")
@@ -139,7 +139,7 @@ def test_a_program_not_allowed_on_the_configuration_is_refused(api, order, confi
     assert not AcceptanceJob.objects.exists()
 
 
-def test_the_shipped_vllm_program_fills_in_from_a_vllm_workload(api) -> None:  # type: ignore[no-untyped-def]
+def test_the_shipped_vllm_program_fills_in_from_a_vllm_workload(api) -> None:
     from workers.runner.plan import placeholder_values, program_argv
 
     program = RegisteredProgram.objects.get(slug="vllm-serve")  # data migration 0002
@@ -152,7 +152,7 @@ def test_the_shipped_vllm_program_fills_in_from_a_vllm_workload(api) -> None:  #
     assert argv[argv.index("--dtype") + 1] == "bfloat16"
 
 
-def test_a_later_run_that_decides_nothing_keeps_the_earlier_verdict(api, order) -> None:  # type: ignore[no-untyped-def]
+def test_a_later_run_that_decides_nothing_keeps_the_earlier_verdict(api, order) -> None:
     url = f"/api/v1/orders/{order['id']}/measurements/"
     accepted = measurement_document(peaks={"host_rss_bytes": 2**30, "reasons": {}})
     api.post(url, accepted, format="json")
@@ -163,13 +163,13 @@ def test_a_later_run_that_decides_nothing_keeps_the_earlier_verdict(api, order) 
     assert Measurement.objects.count() == 2
 
 
-def test_a_negative_latency_is_a_400(api, order) -> None:  # type: ignore[no-untyped-def]
+def test_a_negative_latency_is_a_400(api, order) -> None:
     bad = measurement_document(timing={"ms_per_output_token": -1})
     response = api.post(f"/api/v1/orders/{order['id']}/measurements/", bad, format="json")
     assert response.status_code == 400 and "timing" in response.json()
 
 
-def test_deleting_an_order_deletes_its_jobs_measurements_and_timelines(api, order, configuration) -> None:  # type: ignore[no-untyped-def]
+def test_deleting_an_order_deletes_its_jobs_measurements_and_timelines(api, order, configuration) -> None:
     Node.objects.create(name="n1", configuration=configuration, last_heartbeat_at=timezone.now())
     api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {}, format="json")
     api.post(f"/api/v1/orders/{order['id']}/measurements/", measurement_document(), format="json")

@@ -123,7 +123,7 @@ def test_the_correction_sentence_names_the_factor_the_view_and_n() -> None:
         ({"task": "training"}, False),
     ],
 )
-def test_similar_workload_is_same_model_task_engine_precision_and_sizes_within_two(change, similar: bool) -> None:  # type: ignore[no-untyped-def]
+def test_similar_workload_is_same_model_task_engine_precision_and_sizes_within_two(change, similar: bool) -> None:
     other = replace(WORKLOAD, **change)
     assert similar_workload(WORKLOAD, other) is similar
     assert similar_workload(other, WORKLOAD) is similar

@@ -17,19 +17,19 @@ CPU_PEAKS = {"framework_allocated_bytes": 3 * 2**20, "host_rss_bytes": 200 * 2**
 
 
 @pytest.fixture
-def order(user):  # type: ignore[no-untyped-def]
+def order(user):
     workload = workload_create(owner=user, data=TINY_CPU_WORKLOAD)
     return services.order_create(owner=user, workload=workload, configuration=cpu_configuration())
 
 
-def upload(order, **overrides) -> Measurement:  # type: ignore[no-untyped-def]
+def upload(order, **overrides) -> Measurement:
     document = measurement_document(peaks=CPU_PEAKS, devices=[], **overrides)
     measurement, created = services.measurement_record(order, document, source="upload")
     assert created
     return measurement
 
 
-def test_each_compared_view_becomes_a_record_linked_to_its_measurement_and_order(order) -> None:  # type: ignore[no-untyped-def]
+def test_each_compared_view_becomes_a_record_linked_to_its_measurement_and_order(order) -> None:
     measurement = upload(order)
     (record,) = services.calibration_records(Measurement.objects.all())
     ratio = measurement.ratios["framework_allocated"]
@@ -51,7 +51,7 @@ def test_each_compared_view_becomes_a_record_linked_to_its_measurement_and_order
     assert summary.model.startswith("sha256:")  # a given architecture is named by its digest
 
 
-def test_failed_runs_are_left_out_and_latency_joins_only_with_an_estimate(order) -> None:  # type: ignore[no-untyped-def]
+def test_failed_runs_are_left_out_and_latency_joins_only_with_an_estimate(order) -> None:
     upload(order, outcome="oom", exit_code=None)
     timed = upload(order, timing={"ms_per_output_token": 30.0})
     assert [r.view for r in services.calibration_records(Measurement.objects.all())] == ["framework_allocated"]
@@ -63,7 +63,7 @@ def test_failed_runs_are_left_out_and_latency_joins_only_with_an_estimate(order)
     assert [(r.measurement_id, r.ratio) for r in latency] == [(timed.pk, 1.5)]
 
 
-def test_three_uploads_calibrate_their_group_in_one_query(order, django_assert_num_queries) -> None:  # type: ignore[no-untyped-def]
+def test_three_uploads_calibrate_their_group_in_one_query(order, django_assert_num_queries) -> None:
     ids = [upload(order).pk for _ in range(3)]
     with django_assert_num_queries(1):  # measurements joined with order, workload, configuration, architecture
         records = services.calibration_records(Measurement.objects.all())

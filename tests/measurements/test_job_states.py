@@ -13,12 +13,12 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def running(api):  # type: ignore[no-untyped-def]
+def running(api):
     """A job claimed by node n1 (attempt 1)."""
     return claimed_job(api)
 
 
-def test_a_late_result_of_a_reaped_attempt_does_not_end_the_next_one(running) -> None:  # type: ignore[no-untyped-def]
+def test_a_late_result_of_a_reaped_attempt_does_not_end_the_next_one(running) -> None:
     claimed, node = running
     assert services.acceptance_jobs_reap(stale_s=0)["requeued"] == 1  # the node looked silent
     again = services.acceptance_job_claim(claimed.job_id, node.name)
@@ -32,7 +32,7 @@ def test_a_late_result_of_a_reaped_attempt_does_not_end_the_next_one(running) ->
     assert AcceptanceJob.objects.get().status == "succeeded"
 
 
-def test_an_invalid_document_ends_the_job_with_the_reason_instead_of_looping(running) -> None:  # type: ignore[no-untyped-def]
+def test_an_invalid_document_ends_the_job_with_the_reason_instead_of_looping(running) -> None:
     claimed, node = running
     bad = measurement_document(duration_seconds=float("-1"))
     assert services.acceptance_job_finish(claimed.job_id, node.name, claimed.attempt, bad) is None
@@ -41,7 +41,7 @@ def test_an_invalid_document_ends_the_job_with_the_reason_instead_of_looping(run
     assert "duration_seconds" in job.error
 
 
-def test_a_cancelled_job_whose_worker_died_ends_cancelled_not_queued(api, running) -> None:  # type: ignore[no-untyped-def]
+def test_a_cancelled_job_whose_worker_died_ends_cancelled_not_queued(api, running) -> None:
     claimed, _ = running
     assert api.post(f"/api/v1/acceptance-jobs/{claimed.job_id}/cancel/").json()["cancel_requested"] is True
     services.acceptance_jobs_reap(stale_s=0)
@@ -49,7 +49,7 @@ def test_a_cancelled_job_whose_worker_died_ends_cancelled_not_queued(api, runnin
     assert (job.status, job.failure_kind) == ("cancelled", "cancelled")
 
 
-def test_a_busy_node_gets_no_second_job_even_from_a_second_dispatcher(api, running) -> None:  # type: ignore[no-untyped-def]
+def test_a_busy_node_gets_no_second_job_even_from_a_second_dispatcher(api, running) -> None:
     order_id = AcceptanceJob.objects.get().order_id
     second = api.post(f"/api/v1/orders/{order_id}/acceptance-jobs/", {}, format="json").json()
     assert second["node"] is None

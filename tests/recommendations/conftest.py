@@ -9,6 +9,6 @@ from catalog.models import Configuration
 
 
 @pytest.fixture
-def catalog(db) -> None:  # type: ignore[no-untyped-def]
+def catalog(db) -> None:
     if not Configuration.objects.exists():
         call_command("loadcatalog", verbosity=0)

@@ -20,7 +20,7 @@ QWEN_7B = json.loads((ROOT / "fixtures" / "workloads" / "transformers-qwen2.5-7b
 H100_X1 = "h100-sxm-80gb-x1-r550"
 
 
-def measured_workload(owner, ratio: float = 1.2) -> tuple[Workload, Measurement]:  # type: ignore[no-untyped-def]
+def measured_workload(owner, ratio: float = 1.2) -> tuple[Workload, Measurement]:
     """QWEN_7B stored for ``owner``, ordered on one H100, with a job whose measured device_used peak is
     ``ratio`` × the estimate (the catalog must be loaded)."""
     workload = workload_create(owner=owner, data=QWEN_7B)

@@ -63,9 +63,7 @@ def test_the_scatter_puts_points_on_equal_axes_with_the_identity_line_and_links(
 
 
 @pytest.mark.django_db
-def test_a_workload_page_lists_its_recommendations_with_evidence_links_and_bars(  # type: ignore[no-untyped-def]
-    admin_client, user, catalog
-) -> None:
+def test_a_workload_page_lists_its_recommendations_with_evidence_links_and_bars(admin_client, user, catalog) -> None:
     workload, measurement = measured_workload(user, ratio=1.5)
     page = admin_client.get(f"/admin/budgets/workload/{workload.pk}/change/").content.decode()
     section = page[page.index('class="recommendations"') :]
@@ -82,7 +80,7 @@ def test_a_workload_page_lists_its_recommendations_with_evidence_links_and_bars(
 
 
 @pytest.mark.django_db
-def test_a_workload_whose_description_no_longer_validates_says_why(admin_client, user, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_a_workload_whose_description_no_longer_validates_says_why(admin_client, user, catalog) -> None:
     workload, _ = measured_workload(user)
     Workload.objects.filter(pk=workload.pk).update(description={**workload.description, "model": {"preset": "gone"}})
     page = admin_client.get(f"/admin/budgets/workload/{workload.pk}/change/").content.decode()
@@ -90,7 +88,7 @@ def test_a_workload_whose_description_no_longer_validates_says_why(admin_client,
 
 
 @pytest.mark.django_db
-def test_the_calibration_page_plots_each_view_and_lists_corrections(admin_client, user, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_the_calibration_page_plots_each_view_and_lists_corrections(admin_client, user, catalog) -> None:
     ids = [measured_workload(user, ratio=ratio)[1].pk for ratio in (1.1, 1.2, 1.6)]
     listing = admin_client.get("/admin/measurements/measurement/").content.decode()
     assert 'href="/admin/measurements/calibration/"' in listing
@@ -103,14 +101,14 @@ def test_the_calibration_page_plots_each_view_and_lists_corrections(admin_client
 
 
 @pytest.mark.django_db
-def test_the_calibration_page_needs_staff_and_says_when_nothing_was_measured(client, admin_client, user) -> None:  # type: ignore[no-untyped-def]
+def test_the_calibration_page_needs_staff_and_says_when_nothing_was_measured(client, admin_client, user) -> None:
     assert client.get("/admin/measurements/calibration/").status_code == 302  # to the login page
     page = admin_client.get("/admin/measurements/calibration/").content.decode()
     assert "No acceptance measurement has been compared" in page
 
 
 @pytest.mark.django_db
-def test_the_admin_is_branded_and_names_toolkits_and_wheels(admin_client) -> None:  # type: ignore[no-untyped-def]
+def test_the_admin_is_branded_and_names_toolkits_and_wheels(admin_client) -> None:
     page = admin_client.get("/admin/").content.decode()
     assert "Django administration" not in page and "Django site admin" not in page
     assert ">vramplan</a>" in page and "<title>Catalog, workloads, orders and measurements | vramplan admin" in page

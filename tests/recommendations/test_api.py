@@ -32,7 +32,7 @@ LLAMA_70B = {
 }
 
 
-def recommend(api, body: dict[str, Any], **query: Any) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def recommend(api, body: dict[str, Any], **query: Any) -> dict[str, Any]:
     response = api.post("/api/v1/recommend", body, format="json", QUERY_STRING=_query({"top": 200, **query}))
     assert response.status_code == 200, response.json()
     return response.json()
@@ -49,7 +49,7 @@ def by_slug(answer: dict[str, Any]) -> dict[str, dict[str, Any]]:
 # --- The done-when, through POST /api/v1/recommend ------------------------------------------------
 
 
-def test_llama_70b_does_not_fit_one_h100_or_h200_and_fits_four_h100s_and_two_h200s_tp(api, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_llama_70b_does_not_fit_one_h100_or_h200_and_fits_four_h100s_and_two_h200s_tp(api, catalog) -> None:
     entries = by_slug(recommend(api, LLAMA_70B))
     for slug in (H100_X1, "h200-nvl-141gb-x1-r570"):
         assert entries[slug]["verdict"] == "does_not_fit", slug
@@ -71,7 +71,7 @@ def test_llama_70b_does_not_fit_one_h100_or_h200_and_fits_four_h100s_and_two_h20
     }
 
 
-def test_fp8_weights_are_unsupported_on_a100s_with_a_reason_naming_fp8(api, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_fp8_weights_are_unsupported_on_a100s_with_a_reason_naming_fp8(api, catalog) -> None:
     entries = by_slug(recommend(api, _merge(LLAMA_70B, {"precision": {"weights": "fp8"}})))
     a100s = [entry for slug, entry in entries.items() if slug.startswith("a100-")]
     assert a100s
@@ -81,7 +81,7 @@ def test_fp8_weights_are_unsupported_on_a100s_with_a_reason_naming_fp8(api, cata
         assert any(r["rule"] == "precision" and "fp8" in r["message"] for r in entry["reasons"])
 
 
-def test_cuda_12_8_marks_drivers_older_than_570_26_unsupported(api, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_cuda_12_8_marks_drivers_older_than_570_26_unsupported(api, catalog) -> None:
     entries = by_slug(recommend(api, _merge(LLAMA_70B, {"runtime": {"cuda_version": "12.8"}}), vendor="nvidia"))
     drivers = {slug: entry["configuration"]["driver_version"] for slug, entry in entries.items()}
     old = {slug for slug, driver in drivers.items() if version_key(driver) < version_key("570.26")}
@@ -94,7 +94,7 @@ def test_cuda_12_8_marks_drivers_older_than_570_26_unsupported(api, catalog) -> 
 # --- Filters and top ---------------------------------------------------------------------------------------
 
 
-def test_filters_keep_only_matching_configurations_and_top_cuts_the_ranked_list(api, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_filters_keep_only_matching_configurations_and_top_cuts_the_ranked_list(api, catalog) -> None:
     amd = set(
         Configuration.objects.filter(accelerator__architecture__vendor__slug="amd").values_list("slug", flat=True)
     )
@@ -112,9 +112,7 @@ def test_filters_keep_only_matching_configurations_and_top_cuts_the_ranked_list(
 # --- Stored workloads and who may see them -----------------------------------------------------------------
 
 
-def test_a_stored_workload_gets_its_recommendations_and_another_users_is_a_404(  # type: ignore[no-untyped-def]
-    api, other_api, user, catalog
-) -> None:
+def test_a_stored_workload_gets_its_recommendations_and_another_users_is_a_404(api, other_api, user, catalog) -> None:
     workload = workload_create(owner=user, data=LLAMA_70B)
     response = api.get(f"/api/v1/workloads/{workload.pk}/recommendations/?top=5")
     assert response.status_code == 200
@@ -126,7 +124,7 @@ def test_a_stored_workload_gets_its_recommendations_and_another_users_is_a_404( 
     assert api.get("/api/v1/workloads/999999/recommendations/").status_code == 404
 
 
-def test_anonymous_requests_are_refused(anon_api, user, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_anonymous_requests_are_refused(anon_api, user, catalog) -> None:
     workload = workload_create(owner=user, data=LLAMA_70B)
     assert anon_api.get(f"/api/v1/workloads/{workload.pk}/recommendations/").status_code == 401
     assert anon_api.post("/api/v1/recommend", LLAMA_70B, format="json").status_code == 401
@@ -147,7 +145,7 @@ def test_anonymous_requests_are_refused(anon_api, user, catalog) -> None:  # typ
         ("max_price=nan", "max_price", "at least 0"),
     ],
 )
-def test_bad_query_parameters_are_400s_naming_the_parameter_and_allowed_values(  # type: ignore[no-untyped-def]
+def test_bad_query_parameters_are_400s_naming_the_parameter_and_allowed_values(
     api, user, catalog, query, field, allowed
 ) -> None:
     workload = workload_create(owner=user, data=LLAMA_70B)
@@ -160,7 +158,7 @@ def test_bad_query_parameters_are_400s_naming_the_parameter_and_allowed_values( 
         assert allowed in response.json()[field][0]
 
 
-def test_a_bad_workload_body_is_a_400_naming_the_field_like_the_estimate(api, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_workload_body_is_a_400_naming_the_field_like_the_estimate(api, catalog) -> None:
     body = _merge(LLAMA_70B, {"inference": {"concurrent_sessions": 0}})
     response = api.post("/api/v1/recommend", body, format="json")
     assert response.status_code == 400
@@ -172,7 +170,7 @@ def test_a_bad_workload_body_is_a_400_naming_the_field_like_the_estimate(api, ca
 # --- Evidence from acceptance measurements -----------------------------------------------------------------
 
 
-def test_an_acceptance_measurement_shows_as_evidence_and_sets_the_calibrated_margin(  # type: ignore[no-untyped-def]
+def test_an_acceptance_measurement_shows_as_evidence_and_sets_the_calibrated_margin(
     api, other_api, user, catalog
 ) -> None:
     before = by_slug(recommend(api, QWEN_7B))[H100_X1]
@@ -205,7 +203,7 @@ VLLM_8B = {
 }
 
 
-def test_a_vllm_measurement_calibrates_the_need_it_is_judged_by(api, user, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_a_vllm_measurement_calibrates_the_need_it_is_judged_by(api, user, catalog) -> None:
     # a vLLM run is judged (and calibrated) on what its start-up report says the workload needs of vLLM's
     # share (view vllm_need), compared with the engine's serving.need_bytes: like with like
     workload = workload_create(owner=user, data=VLLM_8B)
@@ -251,7 +249,7 @@ def _keys_match(serializer: type, value: dict[str, Any], *, subset: bool = False
     assert (set(value) <= fields) if subset else (set(value) == fields), (serializer.__name__, set(value) ^ fields)
 
 
-def test_a_real_answer_validates_against_the_schema_and_mirrors_each_dataclass(api, user, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_a_real_answer_validates_against_the_schema_and_mirrors_each_dataclass(api, user, catalog) -> None:
     measured_workload(user, ratio=1.1)
     schema = _schema()
     operation = schema["paths"]["/api/v1/recommend/"]["post"]["responses"]["200"]["content"]["application/json"]

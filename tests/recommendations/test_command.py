@@ -28,7 +28,7 @@ def llama_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_json_is_the_apis_answer(api, catalog, llama_file) -> None:  # type: ignore[no-untyped-def]
+def test_json_is_the_apis_answer(api, catalog, llama_file) -> None:
     printed = json.loads(run(str(llama_file), "--format", "json", "--top", "200"))
     assert printed == recommend(api, LLAMA_70B)
     entries = by_slug(printed)
@@ -36,7 +36,7 @@ def test_json_is_the_apis_answer(api, catalog, llama_file) -> None:  # type: ign
     assert entries["h100-sxm-80gb-x4-r550"]["plan"]["tensor"] == 4
 
 
-def test_the_table_has_one_ranked_line_per_entry(catalog, llama_file) -> None:  # type: ignore[no-untyped-def]
+def test_the_table_has_one_ranked_line_per_entry(catalog, llama_file) -> None:
     lines = run(str(llama_file), "--top", "5").splitlines()
     assert lines[0].split()[:3] == ["#", "configuration", "verdict"]
     assert [line.split()[0] for line in lines[1:]] == ["1", "2", "3", "4", "5"]
@@ -51,7 +51,7 @@ def test_the_table_has_one_ranked_line_per_entry(catalog, llama_file) -> None:  
         (json.dumps({**LLAMA_70B, "precision": {"weights": "fp7"}}), "precision.weights"),
     ],
 )
-def test_a_bad_file_exits_2_naming_what_is_wrong(catalog, tmp_path, content, message) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_file_exits_2_naming_what_is_wrong(catalog, tmp_path, content, message) -> None:
     path = tmp_path / "bad.json"
     path.write_text(content)
     with pytest.raises(CommandError, match=message) as raised:
@@ -59,17 +59,17 @@ def test_a_bad_file_exits_2_naming_what_is_wrong(catalog, tmp_path, content, mes
     assert raised.value.returncode == 2
 
 
-def test_a_missing_file_exits_2(catalog, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_missing_file_exits_2(catalog, tmp_path) -> None:
     with pytest.raises(CommandError, match="cannot read") as raised:
         run(str(tmp_path / "missing.json"))
     assert raised.value.returncode == 2
 
 
-def test_top_outside_1_to_200_is_refused(catalog, llama_file) -> None:  # type: ignore[no-untyped-def]
+def test_top_outside_1_to_200_is_refused(catalog, llama_file) -> None:
     with pytest.raises(CommandError, match="from 1 to 200"):
         run(str(llama_file), "--top", "201")
 
 
-def test_an_empty_catalog_says_to_load_it(llama_file) -> None:  # type: ignore[no-untyped-def]
+def test_an_empty_catalog_says_to_load_it(llama_file) -> None:
     with pytest.raises(CommandError, match="make catalog"):
         run(str(llama_file))

@@ -104,7 +104,7 @@ def test_the_evaluator_asks_the_engine_once_per_device_and_plan(monkeypatch: pyt
     calls: list[int] = []
     real = plans.estimate
 
-    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def counting(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 

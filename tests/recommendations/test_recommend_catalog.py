@@ -16,11 +16,11 @@ from tests.recommendations.catalog_views import llama70b
 pytestmark = pytest.mark.django_db
 
 
-def _by_slug(workload) -> dict:  # type: ignore[no-untyped-def]
+def _by_slug(workload) -> dict:
     return {e.configuration["slug"]: e for e in recommend(workload, configuration_views())}
 
 
-def test_llama_70b_on_vllm_fits_four_h100s_and_two_h200s_with_tensor_parallel(catalog) -> None:  # type: ignore[no-untyped-def]
+def test_llama_70b_on_vllm_fits_four_h100s_and_two_h200s_with_tensor_parallel(catalog) -> None:
     entries = _by_slug(llama70b())
     for slug in ("h100-sxm-80gb-x1-r550", "h200-nvl-141gb-x1-r570"):
         assert entries[slug].verdict == "does_not_fit", slug
@@ -36,7 +36,7 @@ def test_llama_70b_on_vllm_fits_four_h100s_and_two_h200s_with_tensor_parallel(ca
     assert h100.configuration["id"] == Configuration.objects.get(slug="h100-sxm-80gb-x4-r550").pk
 
 
-def test_fp8_weights_are_unsupported_on_every_a100_with_a_reason_naming_fp8(catalog) -> None:  # type: ignore[no-untyped-def]
+def test_fp8_weights_are_unsupported_on_every_a100_with_a_reason_naming_fp8(catalog) -> None:
     entries = _by_slug(llama70b(precision={"weights": "fp8"}))
     a100s = [e for slug, e in entries.items() if slug.startswith("a100-")]
     assert a100s
@@ -45,7 +45,7 @@ def test_fp8_weights_are_unsupported_on_every_a100_with_a_reason_naming_fp8(cata
         assert any(r.rule == "precision" and "fp8" in r.message for r in entry.reasons)
 
 
-def test_cuda_12_8_marks_every_host_with_a_driver_older_than_570_26_unsupported(catalog) -> None:  # type: ignore[no-untyped-def]
+def test_cuda_12_8_marks_every_host_with_a_driver_older_than_570_26_unsupported(catalog) -> None:
     entries = _by_slug(llama70b(runtime={"cuda_version": "12.8"}))
     nvidia = Configuration.objects.filter(accelerator__architecture__vendor__slug="nvidia")
     drivers = dict(nvidia.values_list("slug", "driver_version"))
@@ -61,7 +61,7 @@ def test_cuda_12_8_marks_every_host_with_a_driver_older_than_570_26_unsupported(
     assert entries["h200-sxm-141gb-x8-r570"].verdict == "fits"
 
 
-def test_the_views_take_a_fixed_number_of_queries(catalog) -> None:  # type: ignore[no-untyped-def]
+def test_the_views_take_a_fixed_number_of_queries(catalog) -> None:
     with CaptureQueriesContext(connection) as few:
         configuration_views(Configuration.objects.filter(slug__startswith="h100-"))
     with CaptureQueriesContext(connection) as many:

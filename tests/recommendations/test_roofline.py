@@ -128,7 +128,7 @@ PUBLISHED = [
     [row[1:] for row in PUBLISHED],
     ids=[row[0] for row in PUBLISHED],
 )
-def test_estimates_agree_with_published_time_per_output_token(  # type: ignore[no-untyped-def]
+def test_estimates_agree_with_published_time_per_output_token(
     preset: str, device, tp: int, sessions: int, context: int, published_ms: float
 ) -> None:
     estimate = decode_step_ms(

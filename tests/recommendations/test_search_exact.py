@@ -40,7 +40,7 @@ def _compatible(workload: Workload) -> list[ConfigurationView]:
     return [v for v in _views().values() if judge(v, evaluator, NONE, requirements).verdict != Verdict.UNSUPPORTED]
 
 
-def _first_fitting_plan(workload: Workload, view: ConfigurationView):  # type: ignore[no-untyped-def]
+def _first_fitting_plan(workload: Workload, view: ConfigurationView):
     """The plain definition: every candidate budgeted, the first in cost order that fits."""
     evaluator = Evaluator(workload)
     usable, _ = usable_for(workload, view)
@@ -74,7 +74,7 @@ def _with(workload: Workload, dotted: str, value: int) -> Workload:
     part = getattr(workload, section).model_copy(update={field: value})
     update = {field: value}
     if dotted == "inference.max_input_tokens":
-        update["max_model_len"] = value + workload.inference.max_output_tokens  # type: ignore[union-attr]
+        update["max_model_len"] = value + workload.inference.max_output_tokens
         part = getattr(workload, section).model_copy(update=update)
     return workload.model_copy(update={section: part})
 

@@ -19,7 +19,7 @@ TRAIN_1B = {
 }
 
 
-def _settings(workload, slug: str) -> tuple[dict, object]:  # type: ignore[no-untyped-def]
+def _settings(workload, slug: str) -> tuple[dict, object]:
     variants = Variants(workload)
     target = view(slug)
     outcome = judge(target, variants.base, NONE, compat.Requirements.from_workload(workload))

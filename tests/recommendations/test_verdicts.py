@@ -21,7 +21,7 @@ GIB = 2**30
 NONE = Corrections()
 
 
-def _judge(workload, slug: str, corrections: Corrections = NONE):  # type: ignore[no-untyped-def]
+def _judge(workload, slug: str, corrections: Corrections = NONE):
     requirements = compat.Requirements.from_workload(workload)
     return judge(view(slug), Evaluator(workload), corrections, requirements)
 

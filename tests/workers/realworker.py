@@ -122,7 +122,7 @@ class Worker:
 
 
 @pytest.fixture
-def start_worker(transactional_db, tmp_path: Path) -> Iterator[Callable[..., Worker]]:  # type: ignore[no-untyped-def]
+def start_worker(transactional_db, tmp_path: Path) -> Iterator[Callable[..., Worker]]:
     """Start ``celery -A vramplan worker`` on a queue of its own, with the test's database and broker.
 
     The worker is always stopped at teardown; its log is printed there, which pytest shows on failure.

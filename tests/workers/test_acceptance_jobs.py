@@ -39,7 +39,7 @@ SLOW_PROGRAM = (
 MARKER = "vramplan-itest-slow"
 
 
-def _wait_job(api, job_id: int, until: set[str], timeout_s: float = JOB_TIMEOUT_S, worker=None) -> dict:  # type: ignore[no-untyped-def]
+def _wait_job(api, job_id: int, until: set[str], timeout_s: float = JOB_TIMEOUT_S, worker=None) -> dict:
     deadline = time.monotonic() + timeout_s
     seen: list[tuple[str, str]] = []
     while time.monotonic() < deadline:
@@ -53,7 +53,7 @@ def _wait_job(api, job_id: int, until: set[str], timeout_s: float = JOB_TIMEOUT_
     pytest.fail(f"job {job_id} did not reach {until} in {timeout_s:.0f} s; last {seen[-3:]}\n{log}")
 
 
-def _order(api, configuration) -> dict:  # type: ignore[no-untyped-def]
+def _order(api, configuration) -> dict:
     workload = api.post("/api/v1/workloads/", TINY_CPU_WORKLOAD, format="json").json()
     response = api.post("/api/v1/orders/", {"workload": workload["id"], "configuration": configuration.slug},
                         format="json")  # fmt: skip
@@ -61,14 +61,14 @@ def _order(api, configuration) -> dict:  # type: ignore[no-untyped-def]
     return response.json()
 
 
-def _program(slug: str, configuration, *argv: str, time_limit: int = 60) -> RegisteredProgram:  # type: ignore[no-untyped-def]
+def _program(slug: str, configuration, *argv: str, time_limit: int = 60) -> RegisteredProgram:
     program = RegisteredProgram.objects.create(slug=slug, name=slug, argv_template=list(argv),
                                                time_limit_seconds=time_limit)  # fmt: skip
     program.allowed_configurations.add(configuration)
     return program
 
 
-def test_an_acceptance_job_through_the_api_measures_and_decides_the_order(start_worker, api) -> None:  # type: ignore[no-untyped-def]
+def test_an_acceptance_job_through_the_api_measures_and_decides_the_order(start_worker, api) -> None:
     configuration = cpu_configuration()
     worker = start_worker()
     node = worker.wait_for_node()
@@ -104,7 +104,7 @@ def test_an_acceptance_job_through_the_api_measures_and_decides_the_order(start_
     assert measurement["document"]["versions"]["packages"]["torch"]
 
 
-def _slow_job(start_worker, api):  # type: ignore[no-untyped-def]
+def _slow_job(start_worker, api):
     """A worker on a CPU node, and a job of the ~4 s progress-reporting program queued to it."""
     configuration = cpu_configuration()
     worker = start_worker()
@@ -116,7 +116,7 @@ def _slow_job(start_worker, api):  # type: ignore[no-untyped-def]
     return worker, order, job_id
 
 
-def test_a_worker_killed_mid_job_leaves_the_job_to_the_nodes_next_worker(start_worker, api) -> None:  # type: ignore[no-untyped-def]
+def test_a_worker_killed_mid_job_leaves_the_job_to_the_nodes_next_worker(start_worker, api) -> None:
     worker, order, job_id = _slow_job(start_worker, api)
     _wait_job(api, job_id, {"running"}, worker=worker)
 
@@ -137,7 +137,7 @@ def test_a_worker_killed_mid_job_leaves_the_job_to_the_nodes_next_worker(start_w
     assert Measurement.objects.filter(order_id=order["id"]).count() == 1
 
 
-def test_a_job_whose_attempts_are_used_up_ends_interrupted(start_worker, api) -> None:  # type: ignore[no-untyped-def]
+def test_a_job_whose_attempts_are_used_up_ends_interrupted(start_worker, api) -> None:
     worker, order, job_id = _slow_job(start_worker, api)
     _wait_job(api, job_id, {"running"}, worker=worker)
     # lowered once the job runs: an UPDATE racing the worker's claim would hold the row lock the claim skips
@@ -152,7 +152,7 @@ def test_a_job_whose_attempts_are_used_up_ends_interrupted(start_worker, api) ->
 
 
 @pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[dict]:  # type: ignore[no-untyped-def]
+def private_redis(tmp_path: Path) -> Iterator[dict]:
     """A redis-server of this test's own (no persistence, like CI's), restartable, and the app pointed at it."""
     require_services()
     server = shutil.which("redis-server")
@@ -192,12 +192,12 @@ def private_redis(tmp_path: Path) -> Iterator[dict]:  # type: ignore[no-untyped-
 
 def _point_app_at(url: str) -> None:
     """Make this process's Celery app publish to ``url`` (its pools are rebuilt on next use)."""
-    app.conf.broker_url = app.conf.broker_write_url = app.conf.broker_read_url = url
+    app.conf.broker_url = app.conf.broker_write_url = app.conf.broker_read_url = url  # type: ignore[misc]
     app._pool = None
     app.amqp._producer_pool = None
 
 
-def test_jobs_queued_when_redis_restarts_all_still_run_from_the_database(start_worker, api, private_redis) -> None:  # type: ignore[no-untyped-def]
+def test_jobs_queued_when_redis_restarts_all_still_run_from_the_database(start_worker, api, private_redis) -> None:
     configuration = cpu_configuration()
     worker = start_worker(broker_url=private_redis["url"])
     worker.wait_for_node()
@@ -229,7 +229,7 @@ def test_jobs_queued_when_redis_restarts_all_still_run_from_the_database(start_w
     del program
 
 
-def test_a_child_killed_by_a_signal_is_reported_with_the_signal(start_worker, api) -> None:  # type: ignore[no-untyped-def]
+def test_a_child_killed_by_a_signal_is_reported_with_the_signal(start_worker, api) -> None:
     configuration = cpu_configuration()
     worker = start_worker()
     worker.wait_for_node()

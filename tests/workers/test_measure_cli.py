@@ -90,7 +90,7 @@ def test_upload_flags_are_checked_before_running(flags: list[str]) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_upload_attaches_the_result_to_the_order_with_an_order_scoped_token(live_server, api) -> None:  # type: ignore[no-untyped-def]
+def test_upload_attaches_the_result_to_the_order_with_an_order_scoped_token(live_server, api) -> None:
     from measurements.models import Measurement
     from tests.measurements.helpers import TINY_CPU_WORKLOAD, cpu_configuration
 

@@ -19,7 +19,7 @@ from .inventories import H100_TOTAL_BYTES, RESERVED_BYTES, gpu, host_inventory, 
 pytestmark = pytest.mark.django_db
 
 
-def cpu_configuration(slug: str = "cpu", architecture: str = CpuArchitecture.X86_64):  # type: ignore[no-untyped-def]
+def cpu_configuration(slug: str = "cpu", architecture: str = CpuArchitecture.X86_64):
     return ConfigurationFactory(
         slug=slug, kind=ConfigurationKind.CPU, accelerator=None, device_count=1, nvlink_domain_size=1,
         host_cpu_architecture=architecture, driver_version="",
@@ -137,14 +137,14 @@ def test_a_bad_node_name_is_refused() -> None:
         node_heartbeat_record("x" * 129, host_inventory())
 
 
-def test_node_name_comes_from_settings_or_the_hostname(settings) -> None:  # type: ignore[no-untyped-def]
+def test_node_name_comes_from_settings_or_the_hostname(settings) -> None:
     settings.VRAMPLAN_NODE_NAME = "rack-3-node-2"
     assert agent.node_name() == "rack-3-node-2"
     settings.VRAMPLAN_NODE_NAME = ""
     assert agent.node_name() == socket.gethostname()
 
 
-def test_task_records_this_machine(settings) -> None:  # type: ignore[no-untyped-def]
+def test_task_records_this_machine(settings) -> None:
     """The Celery task, run in-process: probe this machine, record it under VRAMPLAN_NODE_NAME."""
     settings.VRAMPLAN_NODE_NAME = "task-node"
 
@@ -177,7 +177,7 @@ def test_driver_branch_breaks_a_tie() -> None:
     assert node.configuration == r550
 
 
-def test_dispatch_skips_nodes_silent_for_more_than_k_periods(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_dispatch_skips_nodes_silent_for_more_than_k_periods(monkeypatch) -> None:
     """Heartbeats go to nodes heard from within SILENT_AFTER_PERIODS periods only: a gone node's queue stays put."""
     period_s = tasks.heartbeat_period_s()
     limit = timedelta(seconds=tasks.SILENT_AFTER_PERIODS * period_s)
@@ -188,7 +188,7 @@ def test_dispatch_skips_nodes_silent_for_more_than_k_periods(monkeypatch) -> Non
     Node.objects.create(name="never-heard", last_heartbeat_at=None)
     sent: list[tuple[str, float | None, float]] = []
 
-    def apply_async(*args, queue, expires, **kwargs):  # type: ignore[no-untyped-def]
+    def apply_async(*args, queue, expires, **kwargs):
         sent.append((queue.name, queue.expires, expires))
 
     monkeypatch.setattr(tasks.node_heartbeat, "apply_async", apply_async)
@@ -202,7 +202,7 @@ def test_dispatch_skips_nodes_silent_for_more_than_k_periods(monkeypatch) -> Non
     ]
 
 
-def test_node_queue_expires_after_k_periods_and_routes_like_celerys_own(settings) -> None:  # type: ignore[no-untyped-def]
+def test_node_queue_expires_after_k_periods_and_routes_like_celerys_own(settings) -> None:
     settings.CELERY_BEAT_SCHEDULE = {"node-heartbeat": {"task": "x", "schedule": 20.0}}
 
     queue = tasks.node_queue_declaration("gpu-node-a")
@@ -212,7 +212,7 @@ def test_node_queue_expires_after_k_periods_and_routes_like_celerys_own(settings
     assert queue.expires == tasks.SILENT_AFTER_PERIODS * 20.0
 
 
-def test_matching_reads_candidates_in_one_query(django_assert_num_queries) -> None:  # type: ignore[no-untyped-def]
+def test_matching_reads_candidates_in_one_query(django_assert_num_queries) -> None:
     """Tied candidates reach the driver-branch step, which reads each one's vendor: no query per candidate."""
     h100 = AcceleratorFactory(marketed_memory_bytes=80 * 10**9)
     for driver in ("535.247.01", "550.163.01", "560.35.03", "570.86.10"):

@@ -15,12 +15,12 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def gpu_inventory():  # type: ignore[no-untyped-def]
+def gpu_inventory():
     require_real_gpu()
     return probe_inventory()
 
 
-def test_real_gpu_inventory(gpu_inventory) -> None:  # type: ignore[no-untyped-def]
+def test_real_gpu_inventory(gpu_inventory) -> None:
     assert gpu_inventory.probe == "nvml"
     assert gpu_inventory.device_count >= 1
     assert gpu_inventory.driver_version
@@ -39,7 +39,7 @@ def test_real_gpu_inventory(gpu_inventory) -> None:  # type: ignore[no-untyped-d
     assert gpu_inventory.smallest_device_usable_memory_bytes == (min(usable) if usable else None)
 
 
-def test_real_gpu_inventory_agrees_with_nvidia_smi(gpu_inventory) -> None:  # type: ignore[no-untyped-def]
+def test_real_gpu_inventory_agrees_with_nvidia_smi(gpu_inventory) -> None:
     if shutil.which("nvidia-smi") is None:
         pytest.skip("nvidia-smi is not installed")
     out = subprocess.check_output(

@@ -22,7 +22,7 @@ def _last_json_line(document: dict) -> dict:
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not Path(SYSTEM_PYTHON).exists(), reason="needs root and /usr/bin/python3")
-def test_a_job_user_cannot_read_the_workers_environment(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_job_user_cannot_read_the_workers_environment(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("DATABASE_URL", "postgres://vramplan:hunter2@db/vramplan")
     script = (
         "import json, os\n"
@@ -39,7 +39,7 @@ def test_a_job_user_cannot_read_the_workers_environment(monkeypatch, tmp_path: P
     assert "DATABASE_URL" not in seen["env"]
 
 
-def test_a_jobs_child_gets_an_allowlisted_environment(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_jobs_child_gets_an_allowlisted_environment(monkeypatch) -> None:
     secrets = {"DATABASE_URL": "postgres://secret@db/x", "CELERY_BROKER_URL": "redis://x", "MY_API_TOKEN": "t",
                "AWS_SECRET_ACCESS_KEY": "k", "NCCL_PASSWORD": "p"}  # fmt: skip
     kept = {"CUDA_VISIBLE_DEVICES": "0", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}

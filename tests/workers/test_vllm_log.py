@@ -292,7 +292,7 @@ def test_unknown_text_gives_an_empty_report_without_raising() -> None:
         report = parse_vllm_memory_report(text)
         empty = VllmMemoryReport()
         assert report.as_dict() == empty.as_dict(), text
-    assert parse_vllm_memory_report(None).warnings == ["the log is not text"]  # type: ignore[arg-type]
+    assert parse_vllm_memory_report(None).warnings == ["the log is not text"]
     assert list(VllmMemoryReport().as_dict()) == report_fields()
 
 

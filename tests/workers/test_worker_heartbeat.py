@@ -33,7 +33,7 @@ from .realworker import (
 pytestmark = [pytest.mark.services]
 
 
-def test_worker_records_this_machine_through_the_host_probe(start_worker) -> None:  # type: ignore[no-untyped-def]
+def test_worker_records_this_machine_through_the_host_probe(start_worker) -> None:
     worker = start_worker()
 
     tasks.node_heartbeat.apply_async(queue=worker.queue)
@@ -54,7 +54,7 @@ def test_worker_records_this_machine_through_the_host_probe(start_worker) -> Non
     assert node.last_heartbeat_at is not None
 
 
-def test_worker_records_gpus_through_the_fake_nvml(start_worker, fake_nvml_dir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_worker_records_gpus_through_the_fake_nvml(start_worker, fake_nvml_dir: Path) -> None:
     """The NVML path end to end: the worker's pynvml loads the fake libnvidia-ml.so.1 (no real GPU)."""
     worker = start_worker(LD_LIBRARY_PATH=str(fake_nvml_dir))
 
@@ -72,7 +72,7 @@ def test_worker_records_gpus_through_the_fake_nvml(start_worker, fake_nvml_dir: 
     assert node.inventory["host"]["logical_cpus"] == psutil.cpu_count(logical=True)
 
 
-def test_worker_on_a_driver_before_r510_records_the_total_and_says_so(start_worker, fake_nvml_dir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_worker_on_a_driver_before_r510_records_the_total_and_says_so(start_worker, fake_nvml_dir: Path) -> None:
     """The fake plays a driver without nvmlDeviceGetMemoryInfo_v2: no reserve apart, so the total, labelled."""
     worker = start_worker(LD_LIBRARY_PATH=str(fake_nvml_dir), FAKE_NVML_MEMORY_V2_RESULT="13")
 
@@ -84,7 +84,7 @@ def test_worker_on_a_driver_before_r510_records_the_total_and_says_so(start_work
     assert {d["memory_info_version"] for d in node.inventory["nvml"]["devices"]} == {1}
 
 
-def test_worker_registers_at_start_and_answers_on_its_node_queue(start_worker) -> None:  # type: ignore[no-untyped-def]
+def test_worker_registers_at_start_and_answers_on_its_node_queue(start_worker) -> None:
     """No task sent: the worker records its node when ready; then beat's dispatch reaches it by name."""
     worker = start_worker()
     node = worker.wait_for_node()
@@ -109,7 +109,7 @@ def test_worker_registers_at_start_and_answers_on_its_node_queue(start_worker) -
 
 
 @pytest.mark.django_db
-def test_dispatch_declares_node_queues_that_redis_expires(settings) -> None:  # type: ignore[no-untyped-def]
+def test_dispatch_declares_node_queues_that_redis_expires(settings) -> None:
     """No worker here: what a dispatch leaves in Redis for a node expires on its own, and a silent node gets nothing.
 
     Nothing consumes ``node.<name>`` in this test, as for a node whose worker has gone: the queue's list

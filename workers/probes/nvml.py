@@ -36,7 +36,8 @@ def _import_pynvml() -> ModuleType:
         raise NvmlUnavailable(
             f"the pynvml module at {getattr(pynvml, '__file__', '?')} is not NVIDIA's nvidia-ml-py bindings"
         )
-    return pynvml
+    module: ModuleType = pynvml
+    return module
 
 
 def _errors(nv: ModuleType, *names: str) -> tuple[type[BaseException], ...]:

@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command: list[str] = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the command to measure after --, e.g. vramplan-measure -- python3 job.py")
     if not 0.0005 <= args.interval <= 10:
@@ -111,7 +111,8 @@ def upload(base_url: str, order: int, token: str, document: dict[str, Any], time
         headers={"Content-Type": "application/json", "Authorization": f"Upload {token}"},
     )
     with urllib.request.urlopen(request, timeout=timeout_s) as response:
-        return json.loads(response.read() or b"{}")
+        answer: dict[str, Any] = json.loads(response.read() or b"{}")
+    return answer
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -53,7 +53,7 @@ class Replay:
     block_of_event: list[int | None]  # block index allocated (alloc) or freed (free) by each event
     unmatched_frees: int = 0
     unmatched_free_bytes: int = 0
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def replay(events: list[Event]) -> Replay:
@@ -92,7 +92,7 @@ def replay(events: list[Event]) -> Replay:
     return Replay(evs, live_after, blocks, block_of_event, unmatched, unmatched_bytes)
 
 
-def window_peak(r: Replay, start_ns: int, end_ns: int) -> dict:
+def window_peak(r: Replay, start_ns: int, end_ns: int) -> dict[str, Any]:
     """Peak of live bytes within [start_ns, end_ns], including what is live at start_ns.
 
     Returns baseline (live just before the window), peak bytes, the index of the event that
@@ -141,7 +141,7 @@ def live_blocks_at(r: Replay, index: int | None, time_ns: int | None = None) -> 
                 j = index + 1
                 freed_later = False
                 while j < len(r.events) and r.events[j].time_ns == t_event.time_ns:
-                    if r.block_of_event[j] is not None and r.blocks[r.block_of_event[j]] is b:
+                    if (k := r.block_of_event[j]) is not None and r.blocks[k] is b:
                         freed_later = True
                         break
                     j += 1

@@ -78,6 +78,7 @@ def scrubbed_environment(
 
 
 # Resolved once, before any fork: the child only calls it (no dlopen, no allocation after fork).
+_PRCTL: Callable[..., int] | None
 try:
     _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
 except (OSError, AttributeError):  # not Linux: no PR_SET_PDEATHSIG, no subreaper

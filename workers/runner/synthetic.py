@@ -188,7 +188,7 @@ def load_plan(raw: Any) -> Plan:
     if spec.learned_positions == 0:
         notes.append("rotary position embedding (theta 10000, no scaling)")
     device = s.device or runtime.device
-    common = dict(
+    common: dict[str, Any] = dict(
         workload=w,
         spec=spec,
         device=device,
@@ -436,7 +436,7 @@ def _nn() -> Any:
             q = self.q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
             k = self.k_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
             v = self.v_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
-            if self.q_norm is not None:
+            if self.q_norm is not None and self.k_norm is not None:  # both or neither (spec.qk_norm)
                 q, k = self.q_norm(q), self.k_norm(k)
             if rope is not None:
                 q, k = apply_rope(q, *rope), apply_rope(k, *rope)
@@ -501,7 +501,7 @@ def _nn() -> Any:
         def set_checkpointing(self, mode: str) -> None:
             self.checkpointing = mode
             for layer in self.layers:
-                layer.attn.checkpoint_core = mode == "selective"
+                layer.attn.checkpoint_core = mode == "selective"  # type: ignore[union-attr]  # ModuleList: nn.Module
 
         def forward(self, ids: Any, start: int = 0, cache: Any = None, last_only: bool = False) -> Any:
             t = ids.shape[1]
@@ -859,7 +859,11 @@ class Run:
             self.tracker.end_window()
         self.tracker.stop()
         n, b = plan.output_tokens, plan.batch
-        mean = lambda key: sum(p[key] for p in passes) / len(passes)  # noqa: E731
+
+        def mean(key: str) -> float:
+            average: float = sum(p[key] for p in passes) / len(passes)
+            return average
+
         decode_steps = n - 1
         self.timing.update(
             seconds_per_step=round(mean("seconds"), 6),
@@ -886,7 +890,9 @@ class Run:
             self.quality_logits = self._quality_forward(model)
         del model
 
-    def _generate(self, model: Any, prompts: Any, cache_dtype: Any, index: int, total: int, warmup: bool) -> dict:
+    def _generate(
+        self, model: Any, prompts: Any, cache_dtype: Any, index: int, total: int, warmup: bool
+    ) -> dict[str, Any]:
         import torch
 
         plan, device = self.plan, self.device
@@ -1229,6 +1235,8 @@ def execute(plan: Plan, tracker_factory: Any = None) -> tuple[dict[str, Any], in
     gc.collect()  # the failed frames are gone: their tensors are freed before anything else is read
     tracker.stop()
     result: dict[str, Any] = {"type": "result", "oom": oom is not None}
+    quality: dict[str, Any] | None
+    quality_reason: str | None
     if oom is not None:
         result.update(oom_message=oom[0], phase=oom[1], oom_detail=oom[2])
         quality, quality_reason = None, "the run did not complete (out of memory)"

@@ -31,10 +31,10 @@ def weight_bytes(
         exact = layer_params + embedding_params + head_params
         note = f"exact: {round(exact):,} parameters × {nbytes(precision):g} B ({precision})"
         return round(exact * nbytes(precision)), note
-    value = layer_params * stored_bytes_per_weight(precision) + (embedding_params + head_params) * 2
+    stored = layer_params * stored_bytes_per_weight(precision) + (embedding_params + head_params) * 2
     scales = (
         f"bitsandbytes NF4 with an fp32 absmax per {NF4_BLOCK}"
         if precision == "nf4"
         else f"{precision} with per-{QUANT_GROUP} group scales{' and zeros' if precision == 'int4' else ''}"
     )
-    return int(value), f"decoder weights {scales}; embeddings, LM head and norms kept 16-bit"
+    return int(stored), f"decoder weights {scales}; embeddings, LM head and norms kept 16-bit"

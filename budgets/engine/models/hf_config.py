@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypedDict
 
 from .hf_defaults import HF_CONFIG_DEFAULTS
 from .spec import ModelSpec
@@ -255,7 +255,15 @@ def _build_gpt_neox(raw: Mapping[str, Any], cfg: Mapping[str, Any], model_type: 
     )
 
 
-def _moe_fields(cfg: Mapping[str, Any], model_type: str, layers: int) -> dict[str, int]:
+class _MoeFields(TypedDict):
+    num_experts: int
+    experts_per_token: int
+    moe_intermediate_size: int
+    shared_expert_intermediate_size: int
+    num_dense_layers: int
+
+
+def _moe_fields(cfg: Mapping[str, Any], model_type: str, layers: int) -> _MoeFields:
     """The mixture-of-experts fields of a llama-family config (dense: none set)."""
     experts = 1
     per_tok = 1

@@ -32,6 +32,7 @@ def profile_for(engine: str, version: str | None) -> GenericProfile:
 
 def workload_engine(w: Workload) -> tuple[str, str | None]:
     """(engine, version) of a generate or training workload: training runs `training.framework`."""
+    engine: str
     if w.task == "inference" and w.inference is not None:
         engine = w.inference.engine
     else:

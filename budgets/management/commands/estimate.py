@@ -34,7 +34,7 @@ def read_workload_file(path: str) -> object:
         raise CommandError(f"{path} is not JSON: {exc}") from None
 
 
-def validated(path: str):  # type: ignore[no-untyped-def]
+def validated(path: str):
     try:
         return workload_validate(read_workload_file(path))
     except ValidationError as exc:
@@ -45,7 +45,7 @@ def validated(path: str):  # type: ignore[no-untyped-def]
 class Command(BaseCommand):
     help = "Print the memory budget of the workload described in FILE (JSON, see WORKLOAD.md)."
 
-    def add_arguments(self, parser) -> None:  # type: ignore[no-untyped-def]
+    def add_arguments(self, parser) -> None:
         parser.add_argument("file", help="workload JSON file, or - for standard input")
         parser.add_argument("--format", choices=["json", "table"], default="json")
         memory = parser.add_mutually_exclusive_group()
@@ -54,7 +54,7 @@ class Command(BaseCommand):
             "--configuration", metavar="SLUG", help="a catalog configuration's usable memory per device"
         )
 
-    def handle(self, *args, file: str, format: str, **options) -> None:  # type: ignore[no-untyped-def]
+    def handle(self, *args, file: str, format: str, **options) -> None:
         device_memory, device_name = device_option(options.get("device_memory"), options.get("configuration"))
         try:
             budget = budget_compute(validated(file), device_memory, device_name)

@@ -14,12 +14,12 @@ from rest_framework.authtoken.models import Token
 class Command(BaseCommand):
     help = "Create the demo admin user (DJANGO_DEBUG only) and print its password and API token."
 
-    def add_arguments(self, parser) -> None:  # type: ignore[no-untyped-def]
+    def add_arguments(self, parser) -> None:
         parser.add_argument("--username", default=os.environ.get("DEMO_USERNAME", "demo"))
         parser.add_argument("--reset", action="store_true", help="set a new password if the user exists")
         parser.add_argument("--base-url", default=f"http://127.0.0.1:{os.environ.get('PORT', '8000')}")
 
-    def handle(self, *args, username: str, reset: bool, base_url: str, **options) -> None:  # type: ignore[no-untyped-def]
+    def handle(self, *args, username: str, reset: bool, base_url: str, **options) -> None:
         if not settings.DEBUG:
             raise CommandError(
                 "createdemouser only runs with DJANGO_DEBUG on: it makes a superuser with a known password."

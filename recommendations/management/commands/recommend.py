@@ -61,12 +61,12 @@ def render_table(entries: Iterable[Entry]) -> str:
 class Command(BaseCommand):
     help = "Rank the catalog's configurations for the workload described in FILE (JSON, see WORKLOAD.md)."
 
-    def add_arguments(self, parser) -> None:  # type: ignore[no-untyped-def]
+    def add_arguments(self, parser) -> None:
         parser.add_argument("file", help="workload JSON file, or - for standard input")
         parser.add_argument("--format", choices=["json", "table"], default="table")
         parser.add_argument("--top", type=top_value, default=10, help=f"entries to print (1–{MAX_TOP})")
 
-    def handle(self, *args, file: str, format: str, top: int, **options) -> None:  # type: ignore[no-untyped-def]
+    def handle(self, *args, file: str, format: str, top: int, **options) -> None:
         try:
             spec = validated(file)
             entries = recommend_for(spec, top=top)
