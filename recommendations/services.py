@@ -3,18 +3,25 @@
 Builds the configuration views from the catalog (``views_data``), the calibration from the acceptance
 measurements the caller may see (``measurements.services.calibration_records``; staff and the command see
 all), and calls the pure ``recommend.recommend``.
+
+The configuration views are kept per process (``catalog_views``) while the catalog stays the same: reading
+and building them is about half of a request over the full catalog.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
+from django.db import connection
 from django.db.models import QuerySet
 
 from budgets.engine import Workload as WorkloadSpec
 from budgets.services import budget_compute, workload_validate
+from catalog.selectors import catalog_version
 from measurements.calibration import CalibrationRecord
 from measurements.models import Measurement
 from measurements.services import calibration_records, workload_summary
@@ -26,6 +33,47 @@ from .views_data import configuration_views
 
 DEFAULT_TOP = 10  # the ranked list an API page shows (benchmarks/recommend_speed.py times the same)
 MAX_TOP = 200
+#: The longest this process keeps configuration views: bounds how long a change that
+#: ``catalog.selectors.catalog_version`` cannot see (an in-place ``update()`` elsewhere) goes unseen.
+VIEWS_MAX_AGE_S = 5.0
+_clock = time.monotonic  # replaced in tests, to age the views without waiting
+
+
+class _ViewsCache:
+    """The last configuration views built in this process, with the catalog version they were built at."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.entry: tuple[tuple[Any, ...], float, tuple[ConfigurationView, ...]] | None = None
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entry = None
+
+
+_views_cache = _ViewsCache()
+
+
+def catalog_views() -> tuple[ConfigurationView, ...]:
+    """Every configuration as the recommender sees it, reused while ``catalog_version()`` stays the same
+    and for at most ``VIEWS_MAX_AGE_S`` seconds (one fingerprint query instead of the catalog's rows).
+
+    Never kept from inside a transaction (its rows may be uncommitted or rolled back): there, and when the
+    cache cannot be read, the views are built from the database every time. The version is read before
+    the rows, so a change made while they are read is seen on the next call.
+    """
+    if connection.in_atomic_block:
+        return tuple(configuration_views())
+    version = catalog_version()
+    now = _clock()
+    entry = _views_cache.entry
+    if version is not None and entry is not None and entry[0] == version and now - entry[1] < VIEWS_MAX_AGE_S:
+        return entry[2]
+    views = tuple(configuration_views())
+    if version is not None:
+        with _views_cache.lock:
+            _views_cache.entry = (version, now, views)
+    return views
 
 
 def _visible_measurements(user: Any | None) -> QuerySet[Measurement]:
@@ -80,7 +128,7 @@ def recommend_for(
     estimate does, before any plan search.
     """
     budget_compute(workload_spec)
-    views = configuration_views()
+    views = catalog_views()
     filters = Filters(vendor, max_devices, max_price)
     calibration = calibration_for(workload_spec, views, user)
     return recommend(workload_spec, [v for v in views if filters.keeps(v)], calibration, top)

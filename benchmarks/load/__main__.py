@@ -1,0 +1,139 @@
+"""Load benchmark (issue 9, item 4): the HTTP API under gunicorn, and acceptance jobs drained by Celery workers.
+
+    python -m benchmarks.load [--part http|jobs|all] [--duration 10] [--endpoints NAME ...] [--jobs 1000]
+                              [--job-workers 4] [--json FILE]
+
+Needs PostgreSQL, Redis and ``wrk`` (``apt-get install wrk``); the synthetic jobs need torch
+(``pip install 'vramplan[node]'``). Databases and broker (created, migrated and loaded with the catalog by
+``manage.py migrate`` and ``manage.py loadcatalog`` when needed):
+
+* ``--database-url`` (default ``$DATABASE_URL``) for the HTTP part, ``--jobs-database-url`` (default: the same
+  name with ``_jobs`` appended) for the jobs, ``--broker-url`` (default ``$CELERY_BROKER_URL``, Redis).
+
+HTTP part. gunicorn serves ``vramplan.wsgi`` with production settings (DEBUG off) plus ``/bench/ping``, a
+trivial DRF endpoint (token authentication, permission, throttle, JSON) that exists only in the benchmark
+(``benchmarks.load.settings`` → ``benchmarks.load.urls``); every ``*_THROTTLE_RATE`` is set to 100,000,000/s
+so no request is throttled. gunicorn runs 3 sync workers by default: the work is CPU-bound Python (threads
+share one GIL), 2 cores are shared with wrk and PostgreSQL, and a third process covers the moments one
+waits on the database (``--gunicorn-workers``, ``--gunicorn-threads`` > 1 switches to gthread). wrk drives
+one endpoint at a time for ``--duration`` seconds with ``--connections`` (8) open connections, from
+``wrk.lua`` (method, JSON body and the ``Authorization: Token`` header): ``ping`` first and again last,
+then ``estimate`` (POST /api/v1/estimate, fixtures/workloads/vllm-llama-3.1-8b-chat.json), ``recommend``
+(POST /api/v1/recommend, the Llama-3.1-70B workload of benchmarks/recommend_speed.py over the full
+catalog, default top), ``configurations`` and ``accelerators`` (the catalog lists, first page) and
+``job-status`` (GET an acceptance job of the benchmark user). Prints the machine's load average before
+and after (other work on the machine moves every figure), then per endpoint: req/s, p50 and p99 in ms,
+errors (socket errors and non-2xx/3xx answers), the ratio of its req/s to ping's (the mean of both ping
+runs), the CPU milliseconds gunicorn's workers spent per request (psutil; barely moved by other load: 2
+cores / CPU ms is the ceiling), and "within"/"OUTSIDE" for the targets: estimate >= 300 req/s with
+p99 < 100 ms, recommend >= 50 req/s with p99 < 300 ms. Then the SQL queries of one request per catalog
+list (every row on one page) on the catalog as loaded and with every architecture, accelerator and
+configuration copied (twice the rows, rolled back after): "within" when the count does not grow.
+
+Jobs part (``benchmarks.load.jobs``). ``--jobs`` tiny synthetic CPU acceptance jobs (one order each)
+drained by ``--job-workers`` real Celery workers, each on its own node; prints jobs/s (finished jobs over
+the time from the first dispatch to the last final state), the count of each final state, lost (not
+final, or succeeded without a measurement), duplicated (a second measurement for a job or its order),
+orders whose decision is not their job's measurement, retried jobs and jobs per node. Each job's child
+imports torch and runs the model under sampling: about 3.5 s of CPU, so on 2 cores 1,000 jobs take well
+over an hour (measured 2026-12-01 under other load: 40 jobs, 4 workers, 0.196 jobs/s, lost 0, duplicated
+0); ``--jobs 40`` measures the rate in about four minutes.
+
+Exit status: 1 when any job was lost or duplicated, did not succeed, or any request failed; 0 otherwise
+(a missed throughput target is printed as OUTSIDE, not an error: the figures depend on the machine).
+``--json FILE`` writes every figure as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from .common import django_env, prepare_database, run
+
+ENDPOINT_NAMES = ("ping", "estimate", "recommend", "configurations", "accelerators", "job-status")
+
+
+def jobs_url(database_url: str) -> str:
+    parts = urlsplit(database_url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "_jobs"))
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--part", choices=("http", "jobs", "all"), default="all")
+    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", ""))
+    parser.add_argument("--jobs-database-url", default="", help="default: the HTTP database's name + _jobs")
+    parser.add_argument("--broker-url", default=os.environ.get("CELERY_BROKER_URL", ""))
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per endpoint (default 10)")
+    parser.add_argument("--endpoints", nargs="+", choices=ENDPOINT_NAMES, default=list(ENDPOINT_NAMES))
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--wrk-threads", type=int, default=2)
+    parser.add_argument("--gunicorn-workers", type=int, default=3)
+    parser.add_argument("--gunicorn-threads", type=int, default=1)
+    parser.add_argument("--no-queries", action="store_true", help="skip the query counts of the catalog lists")
+    parser.add_argument("--jobs", type=int, default=1000, help="acceptance jobs (default 1000)")
+    parser.add_argument("--job-workers", type=int, default=4)
+    parser.add_argument("--jobs-timeout", type=float, default=0.0, help="seconds (default: 30 s per job per worker)")
+    parser.add_argument("--json", type=Path, help="also write every figure to this file")
+    args = parser.parse_args(argv)
+    if not args.database_url:
+        parser.error("give --database-url or set DATABASE_URL (postgres://USER@HOST:PORT/NAME)")
+    args.jobs_database_url = args.jobs_database_url or jobs_url(args.database_url)
+    if args.part != "http" and not args.broker_url.startswith(("redis://", "rediss://")):
+        parser.error("the jobs part needs a Redis broker: give --broker-url or set CELERY_BROKER_URL=redis://...")
+    if args.jobs < 1 or args.job_workers < 1:
+        parser.error("--jobs and --job-workers must be at least 1")
+    return args
+
+
+def run_jobs(args: argparse.Namespace) -> dict[str, Any]:
+    prepare_database(args.jobs_database_url, args.broker_url)
+    timeout_s = args.jobs_timeout or max(120.0, 30.0 * args.jobs / args.job_workers)
+    env = django_env(args.jobs_database_url, args.broker_url)
+    out = run([sys.executable, "-m", "benchmarks.load.jobs", str(args.jobs), str(args.job_workers), str(timeout_s)],
+              env=env, timeout=timeout_s + 300)  # fmt: skip
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def print_jobs(result: dict[str, Any]) -> None:
+    states = ", ".join(f"{state} {n}" for state, n in result["states"].items())
+    print(f"Jobs: {result['count']} tiny CPU acceptance jobs, {result['workers']} Celery workers (one node each)")
+    print(f"  jobs/s {result['jobs_per_s']:.3f}  (wall {result['wall_s']:.1f} s)")
+    print(f"  final states: {states}")
+    print(f"  lost {result['lost']}  duplicated {result['duplicated']}  "
+          f"decision inconsistent {result['decision_inconsistent']}  retried {result['retried']}")  # fmt: skip
+    print(f"  per node: {', '.join(f'{k}: {v}' for k, v in sorted(result['per_node'].items(), key=str))}")
+    if result["errors"]:
+        print(f"  errors: {result['errors']}")
+    if "worker_log_tail" in result:
+        print(f"  first worker's log (tail):\n{result['worker_log_tail']}")
+
+
+def main(argv: list[str]) -> int:
+    from .web import print_http, run_http
+
+    args = parse(argv)
+    results: dict[str, Any] = {}
+    failed = False
+    if args.part in ("http", "all"):
+        results["http"] = run_http(args)
+        print_http(results["http"])
+        failed |= any(r["errors"] for r in results["http"]["endpoints"])
+    if args.part in ("jobs", "all"):
+        results["jobs"] = run_jobs(args)
+        print_jobs(results["jobs"])
+        jobs = results["jobs"]
+        failed |= bool(jobs["lost"] or jobs["duplicated"] or jobs["states"]["succeeded"] != jobs["count"])
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, default=str))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,180 @@
+"""The benchmark's in-process Django steps, each run in a subprocess with its database's environment.
+
+    python -m benchmarks.load.django_side fixture   # the benchmark user, its token, an order and a job: JSON
+    python -m benchmarks.load.django_side queries   # queries per catalog list request at two catalog sizes: JSON
+
+``fixture`` is idempotent: it reuses the user, token, order and job of an earlier run. The job is
+started through ``measurements.services.acceptance_job_start`` on a GPU configuration that no node of
+this benchmark serves, so it is recorded at once (``failed``, ``no_node``) and never runs.
+
+``queries`` counts the SQL of one ``GET`` per catalog list (``?limit=500``, every row on one page) with
+``CaptureQueriesContext``, on the catalog as loaded and again after copying every architecture,
+accelerator and configuration and adding nodes (about twice the rows), inside a transaction that is
+rolled back: nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import django
+
+USERNAME = "loadbench"
+LISTS = {
+    "architectures": "/api/v1/architectures/?limit=500",
+    "accelerators": "/api/v1/accelerators/?limit=500",
+    "configurations": "/api/v1/configurations/?limit=500",
+    "nodes": "/api/v1/nodes/?limit=500",
+}
+
+#: The smallest workload the synthetic program runs (one layer, 17,504 parameters): the jobs part's orders.
+TINY_CPU_WORKLOAD = {
+    "name": "loadbench-tiny-cpu",
+    "task": "inference",
+    "model": {
+        "architecture": {
+            "num_layers": 1,
+            "hidden_size": 32,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "intermediate_size": 64,
+            "vocab_size": 128,
+        }
+    },
+    "precision": {"weights": "fp32"},
+    "inference": {
+        "max_input_tokens": 8,
+        "max_output_tokens": 2,
+        "concurrent_sessions": 1,
+        "engine": "transformers",
+        "kv_cache_layout": "dynamic",
+    },
+    "runtime": {"device": "cpu", "attention": "sdpa"},
+}
+
+
+def setup() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchmarks.load.settings")
+    django.setup()
+
+
+def benchmark_user():
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    user, _ = get_user_model().objects.get_or_create(username=USERNAME)
+    token, _ = Token.objects.get_or_create(user=user)
+    return user, token.key
+
+
+def fixture() -> dict[str, object]:
+    from budgets.services import workload_create
+    from catalog.choices import ConfigurationKind
+    from catalog.models import Configuration
+    from measurements import services
+    from measurements.models import AcceptanceJob
+
+    user, token = benchmark_user()
+    job = AcceptanceJob.objects.filter(order__owner=user).order_by("id").first()
+    if job is None:
+        # A GPU configuration: this benchmark's nodes are host-probe (CPU) nodes, so none serves it.
+        candidates = Configuration.objects.filter(kind=ConfigurationKind.GPU, nodes__isnull=True).order_by("slug")
+        configuration = candidates.first()
+        if configuration is None:
+            raise SystemExit("the catalog has no GPU configuration without a node; run manage.py loadcatalog")
+        workload = workload_create(owner=user, data=TINY_CPU_WORKLOAD)
+        order = services.order_create(owner=user, workload=workload, configuration=configuration)
+        job = services.acceptance_job_start(order)
+    return {"username": user.username, "token": token, "job_id": job.pk, "job_status": job.status}
+
+
+def _double_catalog() -> None:
+    """Copy every architecture, accelerator and configuration (new slugs and names) and add a node per
+    configuration kind; the copies point at the copies, so every relation the lists read is there."""
+    from catalog.models import Accelerator, Architecture, Configuration, Node
+
+    def copy(row, **changes):
+        row.pk = row.id = None
+        row._state.adding = True
+        for field, value in changes.items():
+            setattr(row, field, value)
+        row.save()
+        return row
+
+    architectures = {}
+    for architecture in Architecture.objects.prefetch_related("precisions"):
+        precisions = list(architecture.precisions.all())
+        old = architecture.pk
+        architectures[old] = copy(architecture, slug=f"{architecture.slug}-qc", name=f"{architecture.name} qc")
+        architectures[old].precisions.set(precisions)
+    accelerators = {}
+    for accelerator in Accelerator.objects.all():
+        old = accelerator.pk
+        accelerators[old] = copy(accelerator, slug=f"{accelerator.slug}-qc", name=f"{accelerator.name} qc",
+                                 architecture=architectures[accelerator.architecture_id])  # fmt: skip
+    configurations = []
+    for configuration in Configuration.objects.all():
+        copied = accelerators.get(configuration.accelerator_id)
+        configurations.append(
+            copy(configuration, slug=f"{configuration.slug}-qc", name=f"{configuration.name} qc", accelerator=copied)
+        )
+    for index, configuration in enumerate(configurations[:20]):
+        Node.objects.create(name=f"loadbench-qc-{index}", configuration=configuration, device_count=1)
+
+
+def queries() -> dict[str, object]:
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+    from rest_framework.test import APIClient
+
+    from catalog.models import Accelerator, Architecture, Configuration, Node
+
+    _, token = benchmark_user()
+    client = APIClient(HTTP_HOST="127.0.0.1")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+
+    def measure() -> dict[str, dict[str, int]]:
+        rows = {
+            "architectures": Architecture.objects.count(),
+            "accelerators": Accelerator.objects.count(),
+            "configurations": Configuration.objects.count(),
+            "nodes": Node.objects.count(),
+        }
+        result = {}
+        for name, url in LISTS.items():
+            client.get(url)  # warm: content types, the token, the throttle's cache
+            with CaptureQueriesContext(connection) as captured:
+                response = client.get(url)
+            if response.status_code != 200:
+                raise SystemExit(f"GET {url} answered {response.status_code}: {response.content[:300]!r}")
+            result[name] = {"rows": rows[name], "returned": len(response.json()["results"]),
+                            "queries": len(captured.captured_queries)}  # fmt: skip
+        return result
+
+    with transaction.atomic():
+        # One node at least: an empty list is answered without its page query, which is not a fair "small".
+        Node.objects.create(name="loadbench-qc-base", device_count=1)
+        small = measure()
+        _double_catalog()
+        large = measure()
+        transaction.set_rollback(True)
+    return {
+        name: {"small": small[name], "large": large[name], "constant": small[name]["queries"] == large[name]["queries"]}
+        for name in LISTS
+    }
+
+
+def main(argv: list[str]) -> int:
+    if argv not in (["fixture"], ["queries"]):
+        print(__doc__, file=sys.stderr)
+        return 2
+    setup()
+    result = fixture() if argv == ["fixture"] else queries()
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

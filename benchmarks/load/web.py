@@ -1,0 +1,246 @@
+"""The HTTP part: gunicorn on loopback against PostgreSQL, driven endpoint by endpoint with wrk."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .common import ROOT, django_env, django_json, prepare_database, stop, wait_until
+
+WRK_SCRIPT = Path(__file__).with_name("wrk.lua")
+ESTIMATE_BODY = ROOT / "fixtures" / "workloads" / "vllm-llama-3.1-8b-chat.json"
+MS = 1000.0
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    method: str
+    path: str
+    body: str | None = None  # JSON text sent as the body
+
+    def label(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+def endpoints(job_id: int) -> dict[str, Endpoint]:
+    """Every endpoint measured, ``ping`` (the stack's ceiling) first."""
+    from benchmarks.recommend_speed import WORKLOAD
+
+    return {
+        e.name: e
+        for e in (
+            Endpoint("ping", "GET", "/bench/ping"),
+            Endpoint("estimate", "POST", "/api/v1/estimate", ESTIMATE_BODY.read_text()),
+            Endpoint("recommend", "POST", "/api/v1/recommend", json.dumps(WORKLOAD)),
+            Endpoint("configurations", "GET", "/api/v1/configurations/"),
+            Endpoint("accelerators", "GET", "/api/v1/accelerators/"),
+            Endpoint("job-status", "GET", f"/api/v1/acceptance-jobs/{job_id}/"),
+        )
+    }
+
+
+#: (minimum req/s, p99 below, in ms) per endpoint with a target (issue 9, item 4).
+TARGETS = {"estimate": (300.0, 100.0), "recommend": (50.0, 300.0)}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen
+    base_url: str
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def start_gunicorn(env: dict[str, str], workers: int, threads: int, folder: Path) -> Server:
+    port = free_port()
+    log_path = folder / "gunicorn.log"
+    worker_class = (
+        ["--worker-class", "gthread", "--threads", str(threads)] if threads > 1 else ["--worker-class", "sync"]
+    )
+    argv = [sys.executable, "-m", "gunicorn", "vramplan.wsgi:application", "--bind", f"127.0.0.1:{port}",
+            "--workers", str(workers), *worker_class, "--keep-alive", "5", "--log-level", "warning",
+            "--error-logfile", str(log_path), "--worker-tmp-dir", str(folder)]  # fmt: skip
+    process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                               start_new_session=True)  # fmt: skip
+    return Server(process, f"http://127.0.0.1:{port}", log_path)
+
+
+def request(server: Server, endpoint: Endpoint, token: str, timeout_s: float = 30.0) -> int:
+    data = endpoint.body.encode() if endpoint.body is not None else None
+    req = urllib.request.Request(server.base_url + endpoint.path, data=data, method=endpoint.method)
+    req.add_header("Authorization", f"Token {token}")
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as response:
+            response.read()
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except OSError:
+        return 0
+
+
+def server_cpu_s(server: Server) -> float:
+    """CPU seconds (user + system) used so far by gunicorn's worker processes (the master does no requests)."""
+    import psutil
+
+    total = 0.0
+    for child in psutil.Process(server.process.pid).children(recursive=True):
+        try:
+            times = child.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def run_wrk(server: Server, endpoint: Endpoint, token: str, *, duration_s: float, connections: int,
+            threads: int, folder: Path) -> dict[str, Any]:  # fmt: skip
+    """One bounded wrk run (``duration_s`` seconds, ``connections`` open connections); its summary, with the
+    CPU time gunicorn's workers spent per request (what the machine's other load does not change much)."""
+    out = folder / f"wrk-{endpoint.name}.json"
+    out.unlink(missing_ok=True)
+    env = {"BENCH_METHOD": endpoint.method, "BENCH_TOKEN": token, "BENCH_OUT": str(out), "BENCH_BODY": "",
+           "PATH": "/usr/bin:/bin"}  # fmt: skip
+    if endpoint.body is not None:
+        body = folder / f"body-{endpoint.name}.json"
+        body.write_text(endpoint.body)
+        env["BENCH_BODY"] = str(body)
+    seconds = max(1, round(duration_s))
+    argv = [wrk_binary(), f"-t{min(threads, connections)}", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s",
+            "-s", str(WRK_SCRIPT), server.base_url + endpoint.path]  # fmt: skip
+    cpu_before = server_cpu_s(server)
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=seconds + 60, check=False)
+    cpu_s = server_cpu_s(server) - cpu_before
+    if result.returncode != 0 or not out.exists():
+        raise SystemExit(f"wrk failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    raw = json.loads(out.read_text())
+    seconds_run = raw["duration_us"] / 1e6
+    latency = raw["latency_us"]
+    return {
+        "endpoint": endpoint.name,
+        "request": endpoint.label(),
+        "requests": raw["requests"],
+        "seconds": round(seconds_run, 3),
+        "rps": raw["requests"] / seconds_run if seconds_run else 0.0,
+        "p50_ms": latency["p50"] / MS,
+        "p99_ms": latency["p99"] / MS,
+        "max_ms": latency["max"] / MS,
+        "cpu_ms_per_request": cpu_s * MS / raw["requests"] if raw["requests"] else None,
+        "errors": sum(raw["errors"].values()),
+        "error_kinds": {kind: n for kind, n in raw["errors"].items() if n},
+    }
+
+
+def wrk_binary() -> str:
+    path = shutil.which("wrk")
+    if path is None:
+        raise SystemExit("wrk is not installed: apt-get install wrk (Debian package wrk)")
+    return path
+
+
+def run_http(args: Any) -> dict[str, Any]:
+    """Set up the database, start gunicorn, measure each endpoint in turn (ping first and last)."""
+    wrk_binary()
+    prepare_database(args.database_url, args.broker_url)
+    env = django_env(args.database_url, args.broker_url)
+    fixture = django_json("fixture", env)
+    token = str(fixture["token"])
+    catalog = endpoints(int(fixture["job_id"]))
+    chosen = [catalog[name] for name in args.endpoints]
+    results: dict[str, Any] = {
+        "load_average_before": os.getloadavg(),
+        "cpus": os.cpu_count(),
+        "gunicorn": {"workers": args.gunicorn_workers, "threads": args.gunicorn_threads},
+        "wrk": {"connections": args.connections, "threads": args.wrk_threads, "duration_s": args.duration},
+    }
+    if not args.no_queries:
+        results["queries"] = django_json("queries", env)
+    with tempfile.TemporaryDirectory(prefix="vramplan-load-") as tmp:
+        folder = Path(tmp)
+        server = start_gunicorn(env, args.gunicorn_workers, args.gunicorn_threads, folder)
+        try:
+            ping = catalog["ping"]
+
+            def ready() -> bool:
+                if server.process.poll() is not None:
+                    raise SystemExit(f"gunicorn exited with {server.process.returncode}:\n{server.log()}")
+                return request(server, ping, token, timeout_s=2) == 200
+
+            wait_until(ready, 60, f"gunicorn at {server.base_url}")
+            for endpoint in {catalog["ping"], *chosen}:  # warm every worker: imports, presets, first queries
+                for _ in range(2 * args.gunicorn_workers * args.gunicorn_threads):
+                    status = request(server, endpoint, token)
+                    if status != 200:
+                        raise SystemExit(f"{endpoint.label()} answered {status} before the run:\n{server.log()}")
+            options = {"duration_s": args.duration, "connections": args.connections, "threads": args.wrk_threads,
+                       "folder": folder}  # fmt: skip
+            runs = [run_wrk(server, ping, token, **options)]
+            runs += [run_wrk(server, e, token, **options) for e in chosen if e.name != "ping"]
+            if len(runs) > 1:
+                runs.append(run_wrk(server, ping, token, **options))
+        finally:
+            stop(server.process)
+    results["load_average_after"] = os.getloadavg()
+    ceiling = [r["rps"] for r in runs if r["endpoint"] == "ping"]
+    ping_rps = sum(ceiling) / len(ceiling)
+    results["ping_rps"] = ceiling
+    results["endpoints"] = []
+    for r in runs[1:-1] if len(runs) > 1 else runs:
+        r["ratio"] = r["rps"] / ping_rps if ping_rps else 0.0
+        target = TARGETS.get(r["endpoint"])
+        if target is not None:
+            min_rps, max_p99 = target
+            r["target"] = f">= {min_rps:.0f} req/s, p99 < {max_p99:.0f} ms"
+            r["within"] = r["rps"] >= min_rps and r["p99_ms"] < max_p99 and r["errors"] == 0
+        results["endpoints"].append(r)
+    if len(runs) > 1:
+        results["endpoints"].insert(0, {**runs[0], "ratio": runs[0]["rps"] / ping_rps})
+        results["endpoints"].append({**runs[-1], "endpoint": "ping (again)", "ratio": runs[-1]["rps"] / ping_rps})
+    return results
+
+
+def print_http(results: dict[str, Any]) -> None:
+    g, w = results["gunicorn"], results["wrk"]
+    kind = f"gthread, {g['threads']} threads each" if g["threads"] > 1 else "sync"
+    print(f"HTTP: gunicorn {g['workers']} workers ({kind}); wrk {w['connections']} connections, "
+          f"{w['threads']} threads, {w['duration_s']:.0f} s per endpoint; {results['cpus']} CPUs, load average "
+          f"{results['load_average_before'][0]:.2f} before, {results['load_average_after'][0]:.2f} after")  # fmt: skip
+    print(f"{'endpoint':<16}{'request':<42}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'ratio':>7}"
+          f"{'CPU ms':>8}  target")  # fmt: skip
+    for r in results["endpoints"]:
+        verdict = ""
+        if "within" in r:
+            verdict = f"{'within' if r['within'] else 'OUTSIDE'} ({r['target']})"
+        cpu = f"{r['cpu_ms_per_request']:.2f}" if r["cpu_ms_per_request"] is not None else "—"
+        print(f"{r['endpoint']:<16}{r['request']:<42}{r['rps']:>9.1f}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}"
+              f"{r['errors']:>8}{r['ratio']:>7.2f}{cpu:>8}  {verdict}")  # fmt: skip
+    queries = results.get("queries")
+    if queries:
+        print("Queries per catalog list request (?limit=500: every row on one page), at two catalog sizes:")
+        print(f"{'list':<16}{'rows':>7}{'queries':>9}{'rows':>7}{'queries':>9}  target")
+        for name, q in queries.items():
+            small, large = q["small"], q["large"]
+            verdict = "within (constant)" if q["constant"] else "OUTSIDE (grows with the catalog)"
+            sizes = f"{small['rows']:>7}{small['queries']:>9}{large['rows']:>7}{large['queries']:>9}"
+            print(f"{name:<16}{sizes}  {verdict}")

@@ -1,0 +1,86 @@
+"""``python -m benchmarks.load`` end to end, made small: one second of wrk on ``/bench/ping`` under gunicorn,
+the query counts of the catalog lists, and five tiny acceptance jobs drained by two real Celery workers.
+
+Runs against this test's PostgreSQL database and Redis broker (skipped without them, failed under
+REQUIRE_SERVICES=1), and needs ``wrk`` and torch. About a minute, most of it the jobs' children importing torch.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import redis
+from django.conf import settings
+from django.db import connection
+
+from tests.conftest import skip_or_fail
+
+pytestmark = [pytest.mark.services]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+NUMBER = r"([0-9]+(?:\.[0-9]+)?)"
+
+
+def require_services() -> None:
+    if connection.vendor != "postgresql":
+        skip_or_fail(f"the database is {connection.vendor}, not PostgreSQL (set DATABASE_URL=postgres://...)")
+    broker = settings.CELERY_BROKER_URL
+    if not broker.startswith(("redis://", "rediss://")):
+        skip_or_fail(f"CELERY_BROKER_URL is {broker.split('://')[0]}://, not Redis (set redis://HOST:PORT/DB)")
+    try:
+        redis.Redis.from_url(broker, socket_connect_timeout=3).ping()
+    except redis.RedisError as exc:
+        skip_or_fail(f"Redis at CELERY_BROKER_URL is not reachable ({exc})")
+    if shutil.which("wrk") is None:
+        skip_or_fail("wrk is not installed (apt-get install wrk)")
+    if importlib.util.find_spec("torch") is None:
+        skip_or_fail("torch is not installed (pip install 'vramplan[node]'): the synthetic jobs need it")
+
+
+def database_url() -> str:
+    """The URL of the database this test runs in (pytest-django's ``test_<name>``), for the benchmark."""
+    db = connection.settings_dict
+    credentials = quote(db["USER"] or "", safe="") + (":" + quote(db["PASSWORD"], safe="") if db["PASSWORD"] else "")
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgres://{credentials}@{db['HOST'] or 'localhost'}{port}/{quote(db['NAME'], safe='')}"
+
+
+def test_the_load_benchmark_runs_small_and_reports_no_errors(transactional_db, tmp_path: Path) -> None:
+    require_services()
+    database = database_url()
+    report = tmp_path / "load.json"
+    argv = [sys.executable, "-m", "benchmarks.load", "--database-url", database, "--jobs-database-url", database,
+            "--broker-url", settings.CELERY_BROKER_URL, "--duration", "1", "--endpoints", "ping",
+            "--gunicorn-workers", "2", "--jobs", "5", "--job-workers", "2", "--jobs-timeout", "240",
+            "--json", str(report)]  # fmt: skip
+    result = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=480, check=False)
+    output = result.stdout
+    assert result.returncode == 0, f"exit {result.returncode}\n{output}\n{result.stderr[-3000:]}"
+
+    ping = re.search(rf"^ping\s+GET /bench/ping\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+(\d+)\s+{NUMBER}", output, re.M)
+    assert ping, output
+    rps, p50, p99, errors, ratio = ping.groups()
+    assert float(rps) > 0 and 0 < float(p50) <= float(p99)
+    assert int(errors) == 0 and float(ratio) == 1.0
+    for name in ("architectures", "accelerators", "configurations", "nodes"):
+        counts = re.search(rf"^{name}\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+within \(constant\)$", output, re.M)
+        assert counts, f"{name}: {output}"
+        small_rows, small, large_rows, large = map(int, counts.groups())
+        assert large_rows > small_rows >= 1 and small == large
+    jobs = re.search(r"jobs/s ([0-9.]+).*\n.*final states: queued 0, running 0, succeeded 5, failed 0, cancelled 0\n"
+                     r"\s+lost 0  duplicated 0  decision inconsistent 0", output)  # fmt: skip
+    assert jobs, output
+    assert float(jobs.group(1)) > 0
+
+    figures = json.loads(report.read_text())
+    assert [e["errors"] for e in figures["http"]["endpoints"]] == [0]
+    assert figures["jobs"]["states"]["succeeded"] == 5
+    assert sum(figures["jobs"]["per_node"].values()) == 5 and len(figures["jobs"]["per_node"]) <= 2
