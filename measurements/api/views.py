@@ -16,9 +16,10 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from vramplan.openapi import BAD_REQUEST, CONFLICT, FORBIDDEN, NOT_FOUND, THROTTLED, UNAUTHORIZED
+from vramplan.openapi import BAD_REQUEST, CONFLICT, FORBIDDEN, JOB_START_THROTTLED, NOT_FOUND, THROTTLED, UNAUTHORIZED
 from vramplan.parsers import NulSafeJSONParser
 from vramplan.permissions import IsStaffOrReadOnly
+from vramplan.throttling import JobStartThrottle, throttles
 
 from .. import services
 from ..choices import MeasurementSource
@@ -105,11 +106,13 @@ class OrderViewSet(
             202: AcceptanceJobSerializer,
             409: OpenApiResponse(AcceptanceJobSerializer, description="No live node: the job, failed as no_node."),
             **ERRORS,
+            429: JOB_START_THROTTLED,
         },
     )
     @extend_schema(methods=["GET"], operation_id="orders_acceptance_jobs_list",
                    responses={200: AcceptanceJobSerializer(many=True), **ERRORS})  # fmt: skip
-    @action(detail=True, methods=["get", "post"], url_path="acceptance-jobs")
+    @action(detail=True, methods=["get", "post"], url_path="acceptance-jobs",
+            throttle_classes=throttles(JobStartThrottle))  # fmt: skip
     def acceptance_jobs(self, request: Request, pk: str | None = None) -> Response:
         """Queue an acceptance job on a live node of the order's configuration (POST), or list the order's jobs."""
         order = self.get_object()
