@@ -24,6 +24,7 @@ from vramplan.throttling import JobStartThrottle, throttles
 from .. import services
 from ..choices import MeasurementSource
 from ..document import MeasurementDocument
+from ..filters import AcceptanceJobFilterSet, MeasurementFilterSet, OrderFilterSet
 from ..models import AcceptanceJob, Measurement, Order, RegisteredProgram
 from .serializers import (
     AcceptanceJobSerializer,
@@ -57,7 +58,7 @@ class OrderViewSet(
 
     serializer_class = OrderSerializer
     parser_classes = [NulSafeJSONParser]
-    filterset_fields = ["status", "workload"]
+    filterset_class = OrderFilterSet  # only your workloads: another user's id is as unknown as a missing one
     ordering_fields = ["created_at", "status"]
 
     def get_queryset(self) -> QuerySet[Order]:
@@ -177,7 +178,7 @@ class AcceptanceJobViewSet(viewsets.ReadOnlyModelViewSet):
     """Acceptance jobs of your orders: status, progress while it runs, node, and the measurement."""
 
     serializer_class = AcceptanceJobSerializer
-    filterset_fields = ["status", "failure_kind", "order"]
+    filterset_class = AcceptanceJobFilterSet
     ordering_fields = ["queued_at", "finished_at"]
 
     def get_queryset(self) -> QuerySet[AcceptanceJob]:
@@ -202,7 +203,7 @@ class MeasurementViewSet(viewsets.ReadOnlyModelViewSet):
     """Measurements of your orders (immutable)."""
 
     serializer_class = MeasurementSerializer
-    filterset_fields = ["order", "outcome", "source"]
+    filterset_class = MeasurementFilterSet
     ordering_fields = ["created_at"]
 
     def get_queryset(self) -> QuerySet[Measurement]:
