@@ -330,7 +330,7 @@ X_FRAME_OPTIONS = "DENY"
 
 # The largest request body, in bytes, checked against Content-Length before the body is read: above it the
 # API answers 413 naming the limit (vramplan.api). A workload is a few KB; a measurement document with the
-# longest timeline (5,000 points) about 0.3 MB.
+# longest timeline (5,000 points) about 0.2 MB.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2**20, minimum=1024)
 
 # Model presets for the budget engine (read by budgets.engine through this environment variable).
