@@ -18,6 +18,16 @@ def skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits(request) -> None:  # type: ignore[no-untyped-def]
+    """Tests that use the database start with no request counted against any rate limit: the counts live
+    in the cache (vramplan.throttling), which outlives a test, and in Redis the test run; user ids repeat."""
+    if request.node.get_closest_marker("django_db") or {"db", "transactional_db"} & set(request.fixturenames):
+        from django.core.cache import cache
+
+        cache.clear()  # this cache's keys only, never the broker's (vramplan.cache)
+
+
 @pytest.fixture
 def user(django_user_model):
     return django_user_model.objects.create_user(username="alice", password="alice-password-123")

@@ -3,7 +3,10 @@
 - pydantic validation errors become 400s keyed by dotted field path (``inference.concurrent_sessions``),
   each message naming the allowed values or range (``budgets.engine.validation_errors``);
 - deleting a catalog row that others still reference is a 409 naming them (``on_delete=PROTECT``);
-- an unknown ``/api/`` URL is a JSON 404, like every other API answer.
+- an unknown ``/api/`` URL is a JSON 404, like every other API answer;
+- a body larger than ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is a 413 naming the limit (Django refuses it from
+  its Content-Length before reading it); too many form fields or files a 400;
+- a throttled request (429) carries ``Retry-After`` and says the same seconds in its detail (DRF).
 
 NUL characters are refused before they reach a view: ``vramplan.parsers`` (bodies) and
 ``vramplan.middleware`` (URLs).
@@ -13,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.db.models import ProtectedError, RestrictedError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.defaults import page_not_found
@@ -33,6 +38,17 @@ def _protected_detail(exc: ProtectedError | RestrictedError) -> dict[str, Any]:
     return {"detail": f"Still referenced by {len(blockers)} object(s): {shown}{more}. Remove or reassign those first."}
 
 
+def _too_big(context: dict[str, Any]) -> str:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    request = context.get("request")
+    sent = request.META.get("CONTENT_LENGTH", "") if request is not None else ""
+    size = f" ({int(sent):,} bytes)" if str(sent).isdigit() else ""
+    return (
+        f"The request body{size} is larger than the limit of {limit:,} bytes "
+        f"({limit / 2**20:g} MiB, DATA_UPLOAD_MAX_MEMORY_SIZE)."
+    )
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, PydanticValidationError):
         return Response(validation_errors(exc), status=status.HTTP_400_BAD_REQUEST)
@@ -44,6 +60,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response({exc.field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, ProtectedError | RestrictedError):
         return Response(_protected_detail(exc), status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, RequestDataTooBig):
+        return Response({"detail": _too_big(context)}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+    if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+        return Response({"detail": f"{exc} Send the data as one JSON body."}, status=status.HTTP_400_BAD_REQUEST)
     return drf_exception_handler(exc, context)
 
 

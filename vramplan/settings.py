@@ -197,8 +197,14 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "vramplan.api.exception_handler",
-    "DEFAULT_THROTTLE_RATES": {"user": env_rate("API_THROTTLE_RATE", "600/minute")},
-    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
+    # Per user, counted in the default cache (CACHES below); vramplan/throttling.py says which endpoints use which.
+    "DEFAULT_THROTTLE_RATES": {
+        "user": env_rate("API_THROTTLE_RATE", "600/minute"),
+        "estimate": env_rate("API_THROTTLE_ESTIMATE_RATE", "300/minute"),
+        "recommend": env_rate("API_THROTTLE_RECOMMEND_RATE", "60/minute"),
+        "job_start": env_rate("API_THROTTLE_JOB_START_RATE", "10/minute"),
+    },
+    "DEFAULT_THROTTLE_CLASSES": ["vramplan.throttling.UserThrottle"],
 }
 
 SPECTACULAR_SETTINGS = {
@@ -216,6 +222,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {},
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "vramplan.openapi.document_limits"],
 }
 
 # Celery: the database holds job state; the broker only carries messages. With no
@@ -237,6 +244,31 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(_broker_dir / "control"),  # kombu's default is ./control, in the repo root
         "store_processed": False,
     }
+
+# The default cache holds the API rate limits, so every web process must share it: CACHE_URL when set
+# (django-environ's cache URLs: redis://HOST:PORT/DB, locmemcache://, ...), else Redis when the broker is
+# Redis (its database, keys under CACHE_KEY_PREFIX), else process memory: the embedded default needs no
+# server (one runserver process), and `check --deploy` warns about it (vramplan.W001).
+CACHE_KEY_PREFIX = env.str("CACHE_KEY_PREFIX", default="vramplan-cache")
+CACHE_URL = env.str("CACHE_URL", default="")
+if CACHE_URL:
+    try:
+        _cache = environ.Env.cache_url_config(CACHE_URL)
+    except (ImproperlyConfigured, KeyError, ValueError) as exc:
+        raise ImproperlyConfigured(
+            f"CACHE_URL={CACHE_URL!r} is not a usable cache URL ({exc}); use redis://HOST:PORT/DB or locmemcache://."
+        ) from None
+    # django-environ lower-cases ?key_prefix=, ?timeout=, ... for Django's Redis backend; Django reads them upper-case.
+    _cache = {key.upper() if key.islower() else key: value for key, value in _cache.items()}
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    _cache = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CELERY_BROKER_URL}
+else:
+    _cache = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "vramplan"}
+if _cache["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
+    _cache["BACKEND"] = "vramplan.cache.RedisCache"  # clear() deletes its own keys, never FLUSHDB on the broker
+_cache.setdefault("KEY_PREFIX", CACHE_KEY_PREFIX)
+CACHES = {"default": _cache}
+
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -290,10 +322,16 @@ CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
 CSRF_COOKIE_HTTPONLY = True
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_SECONDS > 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", SECURE_HSTS_SECONDS > 0)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 if env_bool("USE_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"
+
+# The largest request body, in bytes, checked against Content-Length before the body is read: above it the
+# API answers 413 naming the limit (vramplan.api). A workload is a few KB; a measurement document with the
+# longest timeline (5,000 points) about 0.2 MB.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2**20, minimum=1024)
 
 # Model presets for the budget engine (read by budgets.engine through this environment variable).
 _fixtures = env.str("VRAMPLAN_FIXTURES_DIR", default="")

@@ -16,8 +16,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog.units import UnitError, parse_memory
-from vramplan.openapi import BAD_REQUEST, CONFLICT, NOT_FOUND, THROTTLED, UNAUTHORIZED
+from vramplan.openapi import BAD_REQUEST, CONFLICT, ESTIMATE_THROTTLED, NOT_FOUND, THROTTLED, UNAUTHORIZED
 from vramplan.parsers import NulSafeJSONParser
+from vramplan.throttling import EstimateThrottle, throttles
 
 from .. import services
 from ..engine import Workload as WorkloadSpec
@@ -51,6 +52,7 @@ def _device(request: Request) -> tuple[int | None, str | None]:
 
 class EstimateView(APIView):
     parser_classes = [NulSafeJSONParser]  # a workload is JSON; form bodies would reach pydantic as a QueryDict
+    throttle_classes = throttles(EstimateThrottle)
 
     @extend_schema(
         operation_id="estimate",
@@ -70,7 +72,7 @@ class EstimateView(APIView):
                 "memory per device (instead of device_memory).",
             ),
         ],
-        responses={200: BudgetSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED, 429: THROTTLED},
+        responses={200: BudgetSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED, 429: ESTIMATE_THROTTLED},
         description="Budget a workload without storing it: per-device memory by component, at the peak.",
     )
     def post(self, request: Request) -> Response:
@@ -91,6 +93,7 @@ class WorkloadViewSet(
 
     serializer_class = WorkloadSerializer
     parser_classes = [NulSafeJSONParser]
+    throttle_classes = throttles(EstimateThrottle)  # POST only: storing a workload runs the estimate too
     filterset_fields = ["task"]
     ordering_fields = ["created_at", "peak_bytes", "name"]
 
@@ -101,7 +104,7 @@ class WorkloadViewSet(
 
     @extend_schema(
         request=WorkloadSpec,
-        responses={201: WorkloadSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED, 429: THROTTLED},
+        responses={201: WorkloadSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED, 429: ESTIMATE_THROTTLED},
     )
     def create(self, request: Request, *args, **kwargs) -> Response:
         workload = services.workload_create(owner=request.user, data=_body(request))

@@ -16,13 +16,15 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from vramplan.openapi import BAD_REQUEST, CONFLICT, FORBIDDEN, NOT_FOUND, THROTTLED, UNAUTHORIZED
+from vramplan.openapi import BAD_REQUEST, CONFLICT, FORBIDDEN, JOB_START_THROTTLED, NOT_FOUND, THROTTLED, UNAUTHORIZED
 from vramplan.parsers import NulSafeJSONParser
 from vramplan.permissions import IsStaffOrReadOnly
+from vramplan.throttling import JobStartThrottle, throttles
 
 from .. import services
 from ..choices import MeasurementSource
 from ..document import MeasurementDocument
+from ..filters import AcceptanceJobFilterSet, MeasurementFilterSet, OrderFilterSet
 from ..models import AcceptanceJob, Measurement, Order, RegisteredProgram
 from .serializers import (
     AcceptanceJobSerializer,
@@ -56,7 +58,7 @@ class OrderViewSet(
 
     serializer_class = OrderSerializer
     parser_classes = [NulSafeJSONParser]
-    filterset_fields = ["status", "workload"]
+    filterset_class = OrderFilterSet  # only your workloads: another user's id is as unknown as a missing one
     ordering_fields = ["created_at", "status"]
 
     def get_queryset(self) -> QuerySet[Order]:
@@ -105,11 +107,13 @@ class OrderViewSet(
             202: AcceptanceJobSerializer,
             409: OpenApiResponse(AcceptanceJobSerializer, description="No live node: the job, failed as no_node."),
             **ERRORS,
+            429: JOB_START_THROTTLED,
         },
     )
     @extend_schema(methods=["GET"], operation_id="orders_acceptance_jobs_list",
                    responses={200: AcceptanceJobSerializer(many=True), **ERRORS})  # fmt: skip
-    @action(detail=True, methods=["get", "post"], url_path="acceptance-jobs")
+    @action(detail=True, methods=["get", "post"], url_path="acceptance-jobs",
+            throttle_classes=throttles(JobStartThrottle))  # fmt: skip
     def acceptance_jobs(self, request: Request, pk: str | None = None) -> Response:
         """Queue an acceptance job on a live node of the order's configuration (POST), or list the order's jobs."""
         order = self.get_object()
@@ -174,7 +178,7 @@ class AcceptanceJobViewSet(viewsets.ReadOnlyModelViewSet):
     """Acceptance jobs of your orders: status, progress while it runs, node, and the measurement."""
 
     serializer_class = AcceptanceJobSerializer
-    filterset_fields = ["status", "failure_kind", "order"]
+    filterset_class = AcceptanceJobFilterSet
     ordering_fields = ["queued_at", "finished_at"]
 
     def get_queryset(self) -> QuerySet[AcceptanceJob]:
@@ -199,7 +203,7 @@ class MeasurementViewSet(viewsets.ReadOnlyModelViewSet):
     """Measurements of your orders (immutable)."""
 
     serializer_class = MeasurementSerializer
-    filterset_fields = ["order", "outcome", "source"]
+    filterset_class = MeasurementFilterSet
     ordering_fields = ["created_at"]
 
     def get_queryset(self) -> QuerySet[Measurement]:

@@ -19,8 +19,9 @@ from rest_framework.views import APIView
 from budgets.engine import Workload as WorkloadSpec
 from budgets.models import Workload
 from budgets.services import workload_validate
-from vramplan.openapi import BAD_REQUEST, NOT_FOUND, THROTTLED, UNAUTHORIZED
+from vramplan.openapi import BAD_REQUEST, NOT_FOUND, RECOMMEND_THROTTLED, UNAUTHORIZED
 from vramplan.parsers import NulSafeJSONParser
+from vramplan.throttling import RecommendThrottle, throttles
 
 from .. import services
 from .serializers import RecommendationsSerializer, RecommendQuerySerializer
@@ -40,11 +41,19 @@ def _filters(request: Request) -> dict[str, Any]:
 
 
 class WorkloadRecommendationsView(APIView):
+    throttle_classes = throttles(RecommendThrottle)
+
     @extend_schema(
         operation_id="workloads_recommendations",
         tags=["recommendations"],
         parameters=[RecommendQuerySerializer],
-        responses={200: RecommendationsSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED, 404: NOT_FOUND, 429: THROTTLED},
+        responses={
+            200: RecommendationsSerializer,
+            400: BAD_REQUEST,
+            401: UNAUTHORIZED,
+            404: NOT_FOUND,
+            429: RECOMMEND_THROTTLED,
+        },
         description=DESCRIPTION + " The workload must be yours (staff: anyone's).",
     )
     def get(self, request: Request, id: int) -> Response:
@@ -57,13 +66,14 @@ class WorkloadRecommendationsView(APIView):
 
 class RecommendView(APIView):
     parser_classes = [NulSafeJSONParser]  # a workload is JSON; form bodies would reach pydantic as a QueryDict
+    throttle_classes = throttles(RecommendThrottle)
 
     @extend_schema(
         operation_id="recommend",
         tags=["recommendations"],
         request=WorkloadSpec,
         parameters=[RecommendQuerySerializer],
-        responses={200: RecommendationsSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED, 429: THROTTLED},
+        responses={200: RecommendationsSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED, 429: RECOMMEND_THROTTLED},
         description=DESCRIPTION + " The workload is not stored.",
     )
     def post(self, request: Request) -> Response:

@@ -1,0 +1,253 @@
+"""Rate limits on the expensive endpoints, counted in one cache that every web process shares.
+
+In-process tests check each scope (which endpoints and methods it counts, per user) and the 429 (a
+``Retry-After`` header and the same seconds in the detail). ``test_three_gunicorn_workers_share_one_count``
+proves the sharing the in-process tests cannot: three gunicorn worker processes on loopback, against
+this test database and Redis, let exactly the configured number of one user's concurrent requests through.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.cache import cache
+from django.db import connection
+from django.test import override_settings
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+
+from catalog.models import Node
+from tests.conftest import skip_or_fail
+from tests.measurements.helpers import TINY_CPU_WORKLOAD, cpu_configuration
+
+ROOT = Path(__file__).resolve().parent.parent
+RETRY = re.compile(r"Expected available in (\d+) seconds?\.")
+
+
+def rates(**scoped: str):  # type: ignore[no-untyped-def]
+    """override_settings with some rates changed (the throttles read them per request)."""
+    framework = settings.REST_FRAMEWORK
+    return override_settings(
+        REST_FRAMEWORK={**framework, "DEFAULT_THROTTLE_RATES": {**framework["DEFAULT_THROTTLE_RATES"], **scoped}}
+    )
+
+
+def assert_throttled(response: Any, limit_s: int) -> int:
+    """A 429 that says when to retry, in the header and the detail alike; returns the seconds."""
+    assert response.status_code == 429, (response.status_code, response.content[:200])
+    seconds = int(response["Retry-After"])
+    assert 1 <= seconds <= limit_s
+    match = RETRY.search(response.json()["detail"])
+    assert match and int(match.group(1)) == seconds, response.json()
+    return seconds
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counts() -> None:
+    cache.clear()  # only this cache's keys, also on the broker's Redis database (vramplan.cache)
+
+
+@pytest.mark.django_db
+def test_estimates_are_limited_per_user_and_other_endpoints_are_not(api, other_api) -> None:  # type: ignore[no-untyped-def]
+    with rates(estimate="3/minute"):
+        answers = [api.post("/api/v1/estimate", TINY_CPU_WORKLOAD, format="json") for _ in range(3)]
+        assert [a.status_code for a in answers] == [200, 200, 200]
+        assert_throttled(api.post("/api/v1/estimate", TINY_CPU_WORKLOAD, format="json"), 60)
+        assert_throttled(api.post("/api/v1/estimate", {}, format="json"), 60)  # counted before the body is read
+        # Storing a workload runs the same estimate: the same scope; reading does not.
+        assert_throttled(api.post("/api/v1/workloads/", TINY_CPU_WORKLOAD, format="json"), 60)
+        assert api.get("/api/v1/workloads/").status_code == 200
+        assert api.get("/api/v1/model-presets/").status_code == 200
+        # Another user has their own count.
+        assert other_api.post("/api/v1/estimate", TINY_CPU_WORKLOAD, format="json").status_code == 200
+        assert other_api.post("/api/v1/workloads/", TINY_CPU_WORKLOAD, format="json").status_code == 201
+
+
+@pytest.mark.django_db
+def test_both_recommendation_endpoints_share_the_recommend_scope(api, other_api) -> None:  # type: ignore[no-untyped-def]
+    workload = api.post("/api/v1/workloads/", TINY_CPU_WORKLOAD, format="json").json()
+    with rates(recommend="2/hour"):
+        assert api.post("/api/v1/recommend", TINY_CPU_WORKLOAD, format="json").status_code == 200
+        assert api.get(f"/api/v1/workloads/{workload['id']}/recommendations/").status_code == 200
+        seconds = assert_throttled(api.post("/api/v1/recommend", TINY_CPU_WORKLOAD, format="json"), 3600)
+        assert seconds > 3000  # the window is an hour, opened a moment ago
+        assert_throttled(api.get(f"/api/v1/workloads/{workload['id']}/recommendations/"), 3600)
+        assert api.post("/api/v1/estimate", TINY_CPU_WORKLOAD, format="json").status_code == 200
+        assert other_api.post("/api/v1/recommend", TINY_CPU_WORKLOAD, format="json").status_code == 200
+
+
+@pytest.mark.django_db
+def test_job_starts_are_limited_and_listing_the_jobs_is_not(api) -> None:  # type: ignore[no-untyped-def]
+    configuration = cpu_configuration()
+    Node.objects.create(name="n1", configuration=configuration, last_heartbeat_at=timezone.now())
+    workload = api.post("/api/v1/workloads/", TINY_CPU_WORKLOAD, format="json").json()
+    order = api.post("/api/v1/orders/", {"workload": workload["id"], "configuration": configuration.slug},
+                     format="json").json()  # fmt: skip
+    url = f"/api/v1/orders/{order['id']}/acceptance-jobs/"
+    with rates(job_start="2/minute"):
+        assert [api.post(url, {}, format="json").status_code for _ in range(2)] == [202, 202]
+        assert_throttled(api.post(url, {}, format="json"), 60)
+        assert [api.get(url).status_code for _ in range(3)] == [200, 200, 200]
+        assert api.get(url).json()["count"] == 2  # the refused start queued nothing
+
+
+@pytest.mark.django_db
+def test_the_api_wide_user_limit_still_applies(api) -> None:  # type: ignore[no-untyped-def]
+    with rates(user="2/minute"):
+        assert [api.get("/api/v1/model-presets/").status_code for _ in range(2)] == [200, 200]
+        assert_throttled(api.get("/api/v1/configurations/"), 60)
+
+
+def _settings_probe(**env: str) -> subprocess.CompletedProcess[str]:
+    prefixes = ("DJANGO_", "DATABASE_", "CELERY_", "CACHE_", "API_", "VRAMPLAN_")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    code = (
+        "import django, json, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'vramplan.settings'; django.setup();"
+        "from django.conf import settings; c = settings.CACHES['default'];"
+        "print(json.dumps([c['BACKEND'], c.get('LOCATION'), c.get('KEY_PREFIX')]))"
+    )
+    return subprocess.run([sys.executable, "-c", code], env={**clean, "DJANGO_DEBUG": "1", **env}, cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def test_the_cache_follows_cache_url_then_the_redis_broker_then_process_memory() -> None:
+    def cache_of(**env: str) -> list[Any]:
+        result = _settings_probe(**env)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout.splitlines()[-1])
+
+    broker = "redis://127.0.0.1:6379/7"
+    assert cache_of(CACHE_URL="redis://cache.example.org:6380/2", CELERY_BROKER_URL=broker) == [
+        "vramplan.cache.RedisCache", "redis://cache.example.org:6380/2", "vramplan-cache"]  # fmt: skip
+    assert cache_of(CACHE_URL="redis://cache.example.org:6380/2?key_prefix=site-a")[2] == "site-a"
+    assert cache_of(CELERY_BROKER_URL=broker, CACHE_KEY_PREFIX="blue") == ["vramplan.cache.RedisCache", broker, "blue"]
+    assert cache_of()[0] == "django.core.cache.backends.locmem.LocMemCache"  # the embedded default: no server
+    bad = _settings_probe(CACHE_URL="mongodb://x/1")
+    assert bad.returncode != 0 and "CACHE_URL" in bad.stderr
+    for variable in ("API_THROTTLE_ESTIMATE_RATE", "API_THROTTLE_RECOMMEND_RATE", "API_THROTTLE_JOB_START_RATE"):
+        bad = _settings_probe(**{variable: "lots"})
+        assert bad.returncode != 0 and variable in bad.stderr
+
+
+def _broker_redis():  # type: ignore[no-untyped-def]
+    url = os.environ.get("CELERY_BROKER_URL", "")
+    if not url.startswith("redis://"):
+        skip_or_fail("CELERY_BROKER_URL does not point at Redis")
+    import redis
+
+    return url, redis.Redis.from_url(url)
+
+
+@pytest.mark.services
+def test_clearing_the_cache_leaves_the_brokers_keys_alone() -> None:
+    _, client = _broker_redis()
+    assert settings.CACHES["default"]["BACKEND"] == "vramplan.cache.RedisCache"
+    foreign = f"queue-like-{uuid.uuid4().hex}"
+    client.set(foreign, "a message", ex=60)
+    cache.set("mine", 1, 60)
+    assert cache.get("mine") == 1
+    cache.clear()
+    assert cache.get("mine") is None
+    assert client.get(foreign) == b"a message"  # FLUSHDB would have dropped it
+    client.delete(foreign)
+
+
+# --- three processes, one count ---------------------------------------------------------------------------
+
+WORKERS = 3
+LIMIT = 5
+REQUESTS = 15
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
+    return f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def _post(url: str, token: str) -> tuple[int, dict[str, str], dict[str, Any]]:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(TINY_CPU_WORKLOAD).encode(),
+        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, dict(response.headers), json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), json.loads(error.read())
+
+
+@pytest.mark.services
+def test_three_gunicorn_workers_share_one_count(transactional_db, django_user_model, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    if connection.vendor != "postgresql":
+        skip_or_fail("DATABASE_URL does not point at PostgreSQL")
+    broker, _ = _broker_redis()
+    user = django_user_model.objects.create_user(username="loaded")
+    token = Token.objects.create(user=user).key  # committed: the gunicorn workers read it
+    port = _free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("API_", "CACHE_"))},
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": "gunicorn-throttle-test-" + uuid.uuid4().hex,
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "DATABASE_URL": _database_url(),  # the test database, by name
+        "CELERY_BROKER_URL": broker,  # → the shared Redis cache
+        "CACHE_KEY_PREFIX": f"throttle-test-{uuid.uuid4().hex}",  # nothing left from another run
+        "API_THROTTLE_ESTIMATE_RATE": f"{LIMIT}/hour",
+    }
+    log, errors = tmp_path / "access.log", tmp_path / "gunicorn.log"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "vramplan.wsgi:application", "--preload", "--workers", str(WORKERS),
+         "--bind", f"127.0.0.1:{port}", "--access-logfile", str(log), "--access-logformat", "%(p)s %(m)s %(U)s %(s)s",
+         "--error-logfile", str(errors)],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while errors.read_text().count("Booting worker") < WORKERS if errors.exists() else True:
+            assert server.poll() is None and time.monotonic() < deadline, errors.read_text() if errors.exists() else ""
+            time.sleep(0.2)
+        url = f"http://127.0.0.1:{port}/api/v1/estimate"
+        with ThreadPoolExecutor(max_workers=2 * WORKERS) as pool:  # concurrent: every worker takes some
+            answers = list(pool.map(lambda _: _post(url, token), range(REQUESTS)))
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+    codes = Counter(code for code, _, _ in answers)
+    assert codes == {200: LIMIT, 429: REQUESTS - LIMIT}, codes
+    for code, headers, body in answers:
+        if code == 429:
+            seconds = int(headers["Retry-After"])
+            assert 3000 < seconds <= 3600
+            assert f"Expected available in {seconds} seconds." in body["detail"]
+    # Which process served what: with a count per process, these workers would have let through
+    # sum(min(n, LIMIT)) requests; the shared count held it at LIMIT.
+    served = Counter(line.split()[0] for line in log.read_text().splitlines() if " POST /api/v1/estimate " in line)
+    assert sum(served.values()) == REQUESTS
+    assert len(served) >= 2, served
+    assert sum(min(n, LIMIT) for n in served.values()) > LIMIT, served

@@ -1,0 +1,112 @@
+"""Per-user rate limits, counted in the shared cache (``settings.CACHES``) so every web process sees one count.
+
+- ``UserThrottle`` (scope ``user``, ``API_THROTTLE_RATE``): every API request, as before;
+- ``EstimateThrottle`` (``estimate``, ``API_THROTTLE_ESTIMATE_RATE``): POST /estimate and POST /workloads/,
+  which run the budget engine;
+- ``RecommendThrottle`` (``recommend``, ``API_THROTTLE_RECOMMEND_RATE``): recommendations, which judge every
+  catalog configuration;
+- ``JobStartThrottle`` (``job_start``, ``API_THROTTLE_JOB_START_RATE``): POST /orders/{id}/acceptance-jobs/,
+  which queues work on a GPU node.
+
+DRF's ``SimpleRateThrottle`` reads a list from the cache, appends and writes it back: two processes
+that read together both write, and one request is lost, so N workers can let through up to N times the
+rate. Here a window is two cache keys created with ``add`` (Redis ``SET NX EX``) and counted with
+``incr`` (Redis ``INCR``), both atomic, so concurrent requests from any number of processes are counted
+exactly: the window opens at a user's first request and allows ``N`` requests until it expires
+``period`` seconds later. A refused request answers 429 with ``Retry-After``: the seconds until the
+window closes.
+"""
+
+from __future__ import annotations
+
+import math
+
+from django.conf import settings
+from django.core import checks
+from rest_framework.settings import api_settings
+from rest_framework.throttling import SimpleRateThrottle
+
+
+class ScopedUserThrottle(SimpleRateThrottle):
+    """``DEFAULT_THROTTLE_RATES[scope]`` requests per user (per client address when anonymous), for the
+    HTTP methods in ``methods`` (all when None)."""
+
+    scope = "user"
+    methods: frozenset[str] | None = None
+
+    def __init__(self) -> None:  # the rate is read per request: override_settings and env changes apply
+        self.rate = self.get_rate()
+        self.num_requests, self.duration = self.parse_rate(self.rate)
+        self.retry_after_s = 1.0
+
+    def get_rate(self) -> str:
+        return api_settings.DEFAULT_THROTTLE_RATES[self.scope]
+
+    def get_cache_key(self, request, view) -> str | None:  # type: ignore[no-untyped-def]
+        if self.methods is not None and request.method not in self.methods:
+            return None
+        user = request.user
+        ident = f"u{user.pk}" if user and user.is_authenticated else f"a{self.get_ident(request)}"
+        return self.cache_format % {"scope": self.scope, "ident": ident}
+
+    def allow_request(self, request, view) -> bool:  # type: ignore[no-untyped-def]
+        key = self.get_cache_key(request, view)
+        if key is None:
+            return True
+        now = self.timer()
+        count_key, opened_key = f"{key}:n", f"{key}:t"
+        self.cache.add(opened_key, now, self.duration)
+        self.cache.add(count_key, 0, self.duration)
+        try:
+            count = self.cache.incr(count_key)
+        except ValueError:  # the window expired between add and incr: this request opens the next one
+            self.cache.set(opened_key, now, self.duration)
+            self.cache.set(count_key, 1, self.duration)
+            count = 1
+        if count <= self.num_requests:
+            return True
+        opened = self.cache.get(opened_key)
+        self.retry_after_s = max(1.0, (opened if opened is not None else now) + self.duration - now)
+        return False
+
+    def wait(self) -> float:
+        return float(math.ceil(self.retry_after_s))
+
+
+class UserThrottle(ScopedUserThrottle):
+    scope = "user"
+
+
+class EstimateThrottle(ScopedUserThrottle):
+    scope = "estimate"
+    methods = frozenset({"POST"})
+
+
+class RecommendThrottle(ScopedUserThrottle):
+    scope = "recommend"
+
+
+class JobStartThrottle(ScopedUserThrottle):
+    scope = "job_start"
+    methods = frozenset({"POST"})
+
+
+def throttles(*scoped: type[ScopedUserThrottle]) -> list[type]:
+    """A view's throttle classes: the API-wide ones (``DEFAULT_THROTTLE_CLASSES``) plus ``scoped``."""
+    return [*api_settings.DEFAULT_THROTTLE_CLASSES, *scoped]
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def check_shared_throttle_cache(app_configs, **kwargs) -> list[checks.CheckMessage]:  # type: ignore[no-untyped-def]
+    """``check --deploy``: throttles counted in process memory let each gunicorn worker allow the full rate."""
+    backend = settings.CACHES.get("default", {}).get("BACKEND", "")
+    if backend.endswith(("LocMemCache", "DummyCache")):
+        return [
+            checks.Warning(
+                f"The default cache is {backend.rsplit('.', 1)[-1]}: API rate limits are counted per process, "
+                "so every web worker allows the full rate.",
+                hint="Set CACHE_URL (e.g. redis://HOST:6379/1) or a redis:// CELERY_BROKER_URL.",
+                id="vramplan.W001",
+            )
+        ]
+    return []
