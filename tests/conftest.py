@@ -19,7 +19,7 @@ def skip_or_fail(reason: str) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_rate_limits(request) -> None:  # type: ignore[no-untyped-def]
+def _fresh_rate_limits(request) -> None:
     """Tests that use the database start with no request counted against any rate limit: the counts live
     in the cache (vramplan.throttling), which outlives a test, and in Redis the test run; user ids repeat."""
     if request.node.get_closest_marker("django_db") or {"db", "transactional_db"} & set(request.fixturenames):

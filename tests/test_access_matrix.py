@@ -217,7 +217,7 @@ def _client(user: Any | None) -> APIClient:
 
 
 @pytest.fixture
-def world(db) -> World:  # type: ignore[no-untyped-def]
+def world(db) -> World:
     users = get_user_model().objects
     alice, bob = users.create(username="alice"), users.create(username="bob")
     staff, bare_staff = users.create(username="staff", is_staff=True), users.create(username="bare", is_staff=True)
@@ -323,7 +323,7 @@ def test_access(endpoint: Endpoint, world: World) -> None:
         ("/api/v1/measurements/", "order", "order"),
     ],
 )
-def test_filtering_by_another_users_row_answers_as_for_a_missing_one(world, path, parameter, kind) -> None:  # type: ignore[no-untyped-def]
+def test_filtering_by_another_users_row_answers_as_for_a_missing_one(world, path, parameter, kind) -> None:
     bob = world.clients["bob"]
     theirs = bob.get(path, {parameter: world.alice_rows[kind]})
     missing = bob.get(path, {parameter: 10**9})
@@ -335,7 +335,7 @@ def test_filtering_by_another_users_row_answers_as_for_a_missing_one(world, path
 
 
 @pytest.fixture
-def two_orders(db, django_user_model):  # type: ignore[no-untyped-def]
+def two_orders(db, django_user_model):
     """alice's order and bob's, on the CPU configuration; alice's with an upload token."""
     alice = django_user_model.objects.create_user(username="alice", password="alice-password-123")
     bob = django_user_model.objects.create_user(username="bob", password="bob-password-123")
@@ -354,7 +354,7 @@ def _upload(order_id: int, authorization: str) -> Any:
                        HTTP_AUTHORIZATION=authorization)  # fmt: skip
 
 
-def test_an_upload_token_uploads_to_its_own_order_only(two_orders) -> None:  # type: ignore[no-untyped-def]
+def test_an_upload_token_uploads_to_its_own_order_only(two_orders) -> None:
     alice, orders, token = two_orders
     other_of_alice = services.order_create(owner=alice, workload=orders["alice"].workload,
                                            configuration=orders["alice"].configuration)  # fmt: skip
@@ -370,7 +370,7 @@ def test_an_upload_token_uploads_to_its_own_order_only(two_orders) -> None:  # t
     assert APIClient().get("/api/v1/workloads/", HTTP_AUTHORIZATION=f"Token {token}").status_code == 401
 
 
-def test_a_users_password_or_api_token_is_not_an_upload_token(two_orders) -> None:  # type: ignore[no-untyped-def]
+def test_a_users_password_or_api_token_is_not_an_upload_token(two_orders) -> None:
     alice, orders, token = two_orders
     api_token = Token.objects.create(user=alice).key
     basic = base64.b64encode(b"alice:alice-password-123").decode()

@@ -34,7 +34,7 @@ def _padded(size: int) -> str:
     return text + " " * (size - len(text))
 
 
-def _post(client, url: str, body: str):  # type: ignore[no-untyped-def]
+def _post(client, url: str, body: str):
     return client.generic("POST", url, body.encode(), content_type="application/json")
 
 
@@ -43,7 +43,7 @@ def test_the_default_limit_is_one_mib() -> None:
 
 
 @pytest.mark.parametrize("url", ["/api/v1/estimate", "/api/v1/recommend", "/api/v1/workloads/"])
-def test_a_body_over_the_limit_is_a_413_naming_it_and_one_at_the_limit_is_read(api, url) -> None:  # type: ignore[no-untyped-def]
+def test_a_body_over_the_limit_is_a_413_naming_it_and_one_at_the_limit_is_read(api, url) -> None:
     response = _post(api, url, _padded(LIMIT + 1))
     assert response.status_code == 413
     detail = response.json()["detail"]
@@ -53,7 +53,7 @@ def test_a_body_over_the_limit_is_a_413_naming_it_and_one_at_the_limit_is_read(a
 
 
 @override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=4096)
-def test_the_limit_is_configurable_and_holds_for_form_bodies_too(api, admin_user) -> None:  # type: ignore[no-untyped-def]
+def test_the_limit_is_configurable_and_holds_for_form_bodies_too(api, admin_user) -> None:
     staff_api = APIClient()
     staff_api.force_authenticate(admin_user)
     response = _post(api, "/api/v1/estimate", _padded(5000))
@@ -64,7 +64,7 @@ def test_the_limit_is_configurable_and_holds_for_form_bodies_too(api, admin_user
     assert _post(api, "/api/v1/estimate", _padded(4000)).status_code == 200
 
 
-def test_the_largest_measurement_document_fits_under_the_default(api) -> None:  # type: ignore[no-untyped-def]
+def test_the_largest_measurement_document_fits_under_the_default(api) -> None:
     """vramplan-measure's longest timeline (5,000 points of 8-byte figures) uploads under the 1 MiB default."""
     configuration = cpu_configuration()
     workload = api.post("/api/v1/workloads/", TINY_CPU_WORKLOAD, format="json").json()
@@ -89,7 +89,7 @@ def test_the_largest_measurement_document_fits_under_the_default(api) -> None:  
         ({"model": {"hf_config": {"model_type": "llama", "pad": "x" * 1_000_001}}}, "model"),
     ],
 )
-def test_lists_and_numbers_in_the_workload_are_bounded(api, change, field) -> None:  # type: ignore[no-untyped-def]
+def test_lists_and_numbers_in_the_workload_are_bounded(api, change, field) -> None:
     body = {**TINY_CPU_WORKLOAD, **change}
     for url in ("/api/v1/estimate", "/api/v1/recommend"):
         response = api.post(url, body, format="json")
@@ -97,7 +97,7 @@ def test_lists_and_numbers_in_the_workload_are_bounded(api, change, field) -> No
         assert any(key == field or key.startswith(field + ".") for key in response.json()), (field, response.json())
 
 
-def test_non_finite_numbers_are_refused_by_the_parser(api) -> None:  # type: ignore[no-untyped-def]
+def test_non_finite_numbers_are_refused_by_the_parser(api) -> None:
     body = json.dumps(TINY_CPU_WORKLOAD).replace('"min_headroom_fraction": 0.1', '"min_headroom_fraction": NaN')
     assert "NaN" in body
     response = _post(api, "/api/v1/estimate", body)

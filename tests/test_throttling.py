@@ -40,9 +40,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RETRY = re.compile(r"Expected available in (\d+) seconds?\.")
 
 
-def rates(**scoped: str):  # type: ignore[no-untyped-def]
+def rates(**scoped: str):
     """override_settings with some rates changed (the throttles read them per request)."""
-    framework = settings.REST_FRAMEWORK
+    framework: dict[str, Any] = settings.REST_FRAMEWORK
     return override_settings(
         REST_FRAMEWORK={**framework, "DEFAULT_THROTTLE_RATES": {**framework["DEFAULT_THROTTLE_RATES"], **scoped}}
     )
@@ -64,7 +64,7 @@ def _fresh_counts() -> None:
 
 
 @pytest.mark.django_db
-def test_estimates_are_limited_per_user_and_other_endpoints_are_not(api, other_api) -> None:  # type: ignore[no-untyped-def]
+def test_estimates_are_limited_per_user_and_other_endpoints_are_not(api, other_api) -> None:
     with rates(estimate="3/minute"):
         answers = [api.post("/api/v1/estimate", TINY_CPU_WORKLOAD, format="json") for _ in range(3)]
         assert [a.status_code for a in answers] == [200, 200, 200]
@@ -80,7 +80,7 @@ def test_estimates_are_limited_per_user_and_other_endpoints_are_not(api, other_a
 
 
 @pytest.mark.django_db
-def test_both_recommendation_endpoints_share_the_recommend_scope(api, other_api) -> None:  # type: ignore[no-untyped-def]
+def test_both_recommendation_endpoints_share_the_recommend_scope(api, other_api) -> None:
     workload = api.post("/api/v1/workloads/", TINY_CPU_WORKLOAD, format="json").json()
     with rates(recommend="2/hour"):
         assert api.post("/api/v1/recommend", TINY_CPU_WORKLOAD, format="json").status_code == 200
@@ -93,7 +93,7 @@ def test_both_recommendation_endpoints_share_the_recommend_scope(api, other_api)
 
 
 @pytest.mark.django_db
-def test_job_starts_are_limited_and_listing_the_jobs_is_not(api) -> None:  # type: ignore[no-untyped-def]
+def test_job_starts_are_limited_and_listing_the_jobs_is_not(api) -> None:
     configuration = cpu_configuration()
     Node.objects.create(name="n1", configuration=configuration, last_heartbeat_at=timezone.now())
     workload = api.post("/api/v1/workloads/", TINY_CPU_WORKLOAD, format="json").json()
@@ -108,7 +108,7 @@ def test_job_starts_are_limited_and_listing_the_jobs_is_not(api) -> None:  # typ
 
 
 @pytest.mark.django_db
-def test_the_api_wide_user_limit_still_applies(api) -> None:  # type: ignore[no-untyped-def]
+def test_the_api_wide_user_limit_still_applies(api) -> None:
     with rates(user="2/minute"):
         assert [api.get("/api/v1/model-presets/").status_code for _ in range(2)] == [200, 200]
         assert_throttled(api.get("/api/v1/configurations/"), 60)
@@ -145,7 +145,7 @@ def test_the_cache_follows_cache_url_then_the_redis_broker_then_process_memory()
         assert bad.returncode != 0 and variable in bad.stderr
 
 
-def _broker_redis():  # type: ignore[no-untyped-def]
+def _broker_redis():
     url = os.environ.get("CELERY_BROKER_URL", "")
     if not url.startswith("redis://"):
         skip_or_fail("CELERY_BROKER_URL does not point at Redis")
@@ -202,7 +202,7 @@ def _post(url: str, token: str) -> tuple[int, dict[str, str], dict[str, Any]]:
 
 
 @pytest.mark.services
-def test_three_gunicorn_workers_share_one_count(transactional_db, django_user_model, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_three_gunicorn_workers_share_one_count(transactional_db, django_user_model, tmp_path) -> None:
     if connection.vendor != "postgresql":
         skip_or_fail("DATABASE_URL does not point at PostgreSQL")
     broker, _ = _broker_redis()

@@ -17,9 +17,10 @@ _GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 class RedisCache(DjangoRedisCache):
     """Django's Redis cache whose ``clear()`` removes this cache's keys only (``KEY_PREFIX:*``)."""
 
-    def clear(self) -> bool:
+    def clear(self) -> None:
         if not self.key_prefix:
-            return super().clear()
+            super().clear()
+            return
         client = self._cache.get_client(None, write=True)
         pattern = _GLOB_SPECIAL.sub(r"\\\1", self.key_prefix) + ":*"
         batch: list[bytes] = []
@@ -30,4 +31,3 @@ class RedisCache(DjangoRedisCache):
                 batch.clear()
         if batch:
             client.delete(*batch)
-        return True

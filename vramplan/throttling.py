@@ -20,6 +20,7 @@ window closes.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from django.conf import settings
 from django.core import checks
@@ -40,18 +41,18 @@ class ScopedUserThrottle(SimpleRateThrottle):
         self.retry_after_s = 1.0
 
     def get_rate(self) -> str:
-        return api_settings.DEFAULT_THROTTLE_RATES[self.scope]
+        return str(api_settings.DEFAULT_THROTTLE_RATES[self.scope])
 
-    def get_cache_key(self, request, view) -> str | None:  # type: ignore[no-untyped-def]
+    def get_cache_key(self, request, view) -> str | None:
         if self.methods is not None and request.method not in self.methods:
             return None
         user = request.user
         ident = f"u{user.pk}" if user and user.is_authenticated else f"a{self.get_ident(request)}"
         return self.cache_format % {"scope": self.scope, "ident": ident}
 
-    def allow_request(self, request, view) -> bool:  # type: ignore[no-untyped-def]
+    def allow_request(self, request, view) -> bool:
         key = self.get_cache_key(request, view)
-        if key is None:
+        if key is None or self.num_requests is None or self.duration is None:
             return True
         now = self.timer()
         count_key, opened_key = f"{key}:n", f"{key}:t"
@@ -91,13 +92,13 @@ class JobStartThrottle(ScopedUserThrottle):
     methods = frozenset({"POST"})
 
 
-def throttles(*scoped: type[ScopedUserThrottle]) -> list[type]:
+def throttles(*scoped: type[ScopedUserThrottle]) -> list[Any]:
     """A view's throttle classes: the API-wide ones (``DEFAULT_THROTTLE_CLASSES``) plus ``scoped``."""
     return [*api_settings.DEFAULT_THROTTLE_CLASSES, *scoped]
 
 
 @checks.register(checks.Tags.security, deploy=True)
-def check_shared_throttle_cache(app_configs, **kwargs) -> list[checks.CheckMessage]:  # type: ignore[no-untyped-def]
+def check_shared_throttle_cache(app_configs, **kwargs) -> list[checks.CheckMessage]:
     """``check --deploy``: throttles counted in process memory let each gunicorn worker allow the full rate."""
     backend = settings.CACHES.get("default", {}).get("BACKEND", "")
     if backend.endswith(("LocMemCache", "DummyCache")):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import socket
 import tempfile
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
 
 from catalog.models import Node
 from measurements import services as measurement_services
@@ -21,6 +23,8 @@ from workers.runner.execute import RunOptions, run_measured
 from workers.services import node_heartbeat_record
 
 PROGRESS_EVERY_S = 1.0  # progress rows (and the node's heartbeat) while a job runs
+
+logger = logging.getLogger(__name__)
 
 
 def node_name() -> str:
@@ -37,7 +41,10 @@ class _JobProgress:
     """The child's latest progress, written to the job row from the worker's own thread once a second.
 
     The reader thread only stores it; the main loop's cancel check writes it (Django connections are
-    per thread) and answers whether the job was cancelled or taken away.
+    per thread) and answers whether the job was cancelled or taken away. A write the database refuses
+    for a lost connection is skipped (the run goes on) and the next check uses a new connection: should
+    the database stay away for ``SILENT_AFTER_PERIODS`` periods, the reaper takes the job back and the
+    first check that reaches the database again stops this run.
     """
 
     def __init__(self, job_id: int, node: str, attempt: int) -> None:
@@ -52,7 +59,12 @@ class _JobProgress:
     def should_stop(self) -> bool:
         with self.lock:
             phase, percent = self.phase, self.percent
-        return measurement_services.acceptance_job_progress(self.job_id, self.node, self.attempt, phase, percent)
+        try:
+            return measurement_services.acceptance_job_progress(self.job_id, self.node, self.attempt, phase, percent)
+        except (OperationalError, InterfaceError) as exc:
+            logger.warning("job %s: progress not recorded, the database connection failed (%s)", self.job_id, exc)
+            connection.close()  # the next check opens a new one
+            return False
 
 
 def acceptance_job_execute(job: measurement_services.ClaimedJob, node: str) -> dict[str, Any]:

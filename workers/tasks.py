@@ -2,37 +2,54 @@
 
 Heartbeats are per node: every worker also consumes the queue ``node.<its node name>`` (added when it
 starts), records its node as soon as it is ready, and beat's ``node_heartbeat_dispatch`` sends one
-``node_heartbeat`` to the queue of each node heard from within the last ``SILENT_AFTER_PERIODS``
-heartbeat periods. A heartbeat sent to the shared queue would reach one random worker; one sent to a
-node's queue reaches that node.
+``node_heartbeat`` per period to the queue of each node heard from within the last
+``SILENT_AFTER_PERIODS`` heartbeat periods (a *live* node). A heartbeat sent to the shared queue would
+reach one random worker; one sent to a node's queue reaches that node.
+
+A *silent* node (not heard from for longer, or never) is probed: it gets a heartbeat only when none
+is waiting in its queue. A node whose worker is up but whose heartbeats failed for a while (a database
+or broker hiccup) consumes the probe, records itself, and is live again within a period of the
+hiccup's end, without a restart. A node that is really gone does not consume it, so nothing more is
+sent to it while it waits.
 
 What keeps a gone node's queue from growing:
 
-* Dispatch stops once its node has been silent for ``SILENT_AFTER_PERIODS`` periods, so at most that
-  many heartbeats are ever queued for it. A node that comes back records itself when its worker
-  starts (``_register_node_on_start``) and is dispatched to again from then on.
+* At most ``SILENT_AFTER_PERIODS`` heartbeats are queued for a node while it still counts as live
+  (one per period); once silent, it is sent one only when its queue holds none. So its queue never
+  holds more than ``SILENT_AFTER_PERIODS`` heartbeats, on any transport, however long it stays gone.
 * Each message carries ``expires`` (one period), but on Redis and the filesystem transport that is
   only checked by a worker that consumes the message: it does not remove an unconsumed message.
 * On Redis (kombu >= 5.6 honours ``x-expires`` there), the node queue is declared, by the dispatcher
   and by the worker alike, with ``expires`` = ``SILENT_AFTER_PERIODS`` periods: every publish or
   poll resets a ``PEXPIRE`` on the queue's lists, so they vanish that long after the last heartbeat
   sent to the node; its ``_kombu.binding.node.<name>`` table gets a deadline and is swept by any
-  worker that consumes an expiring queue once unrefreshed for max(2 × expires, 1 h).
+  worker that consumes an expiring queue once unrefreshed for max(2 × expires, 1 h). A gone node is
+  then probed again: about one message per ``SILENT_AFTER_PERIODS`` periods, never two waiting.
 * The filesystem transport (the embedded broker) ignores ``x-expires``: up to
-  ``SILENT_AFTER_PERIODS`` message files per gone node stay in its queue folder, and its exchange
-  file in the control folder, until removed by hand.
+  ``SILENT_AFTER_PERIODS`` message files per gone node stay in its queue folder (and no more are
+  sent while they wait), and its exchange file in the control folder, until removed by hand.
+
+The database may drop a worker's connection mid-job (a restart, a failover, an idle-session kill):
+progress writes that fail are skipped and retried on a new connection at the next poll, and the
+job's result is written with retries for up to ``SILENT_AFTER_PERIODS`` periods (writing it twice is
+harmless: the measurement is keyed by the run's id and only the run that owns the job may end it).
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any, TypeVar
 
 from celery import shared_task
 from celery.signals import celeryd_after_setup, worker_ready
 from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 from kombu import Exchange, Queue
+from kombu.exceptions import ChannelError
 
 from catalog.models import Node
 from measurements import services as measurement_services
@@ -40,8 +57,10 @@ from workers import agent
 
 logger = logging.getLogger(__name__)
 
-#: A node not heard from for this many heartbeat periods gets no more heartbeats (see above).
+#: A node not heard from for this many heartbeat periods is silent: probed only when its queue is empty.
 SILENT_AFTER_PERIODS = 3
+
+T = TypeVar("T")
 
 
 def heartbeat_period_s() -> float:
@@ -88,16 +107,31 @@ def node_heartbeat() -> dict[str, object]:
 
 @shared_task(name="workers.tasks.node_heartbeat_dispatch", ignore_result=True)
 def node_heartbeat_dispatch() -> int:
-    """Send one heartbeat to the queue of each node heard from within ``SILENT_AFTER_PERIODS`` periods.
+    """Send one heartbeat to each live node's queue, and to each silent node's queue that holds none.
 
-    Returns how many were sent. Nodes silent for longer get none, so no queue of a gone node grows.
+    Returns how many were sent. No probe is sent to a silent node while anything waits in its queue (see above).
     """
     period_s = heartbeat_period_s()
     heard_since = timezone.now() - timedelta(seconds=SILENT_AFTER_PERIODS * period_s)
-    names = list(Node.objects.filter(last_heartbeat_at__gte=heard_since).values_list("name", flat=True))
-    for name in names:
-        node_heartbeat.apply_async(queue=node_queue_declaration(name), expires=period_s)
-    return len(names)
+    sent = 0
+    with node_heartbeat.app.producer_or_acquire() as producer:
+        for name, heard_at in Node.objects.order_by("name").values_list("name", "last_heartbeat_at"):
+            queue = node_queue_declaration(name)
+            silent = heard_at is None or heard_at < heard_since
+            if silent and messages_waiting(producer.channel, queue):
+                continue
+            node_heartbeat.apply_async(queue=queue, expires=period_s, producer=producer)
+            sent += 1
+    return sent
+
+
+def messages_waiting(channel: Any, queue: Queue) -> int:
+    """How many messages wait in ``queue`` (0 when the broker has no such queue, or its lists expired)."""
+    try:
+        declared = queue.bind(channel).queue_declare(passive=True)  # kombu's queue_declare_ok_t
+        return int(getattr(declared, "message_count", 0))
+    except ChannelError:  # a passive declare of a queue the broker does not hold
+        return 0
 
 
 # --- acceptance jobs -------------------------------------------------------------------------------
@@ -120,10 +154,38 @@ def acceptance_job_run(job_id: int) -> str:
     except Exception as exc:  # the worker failed, not the measured program: end the job, say why
         logger.exception("acceptance job %s failed in the worker", job_id)
         error = f"worker error: {type(exc).__name__}: {exc}"
-        measurement_services.acceptance_job_fail(job_id, node_name, claimed.attempt, error)
+        with_database_retries(measurement_services.acceptance_job_fail, job_id, node_name, claimed.attempt, error)
         return "error"
-    measurement_services.acceptance_job_finish(job_id, node_name, claimed.attempt, document)
-    return document["outcome"]
+    with_database_retries(measurement_services.acceptance_job_finish, job_id, node_name, claimed.attempt, document)
+    return str(document["outcome"])
+
+
+#: Connection errors after which a write is tried again on a new connection (a server restart or
+#: failover, ``pg_terminate_backend``, a network cut); anything else is raised at once.
+CONNECTION_ERRORS = (OperationalError, InterfaceError)
+
+
+def with_database_retries(call: Callable[..., T], *args: Any, budget_s: float | None = None) -> T:
+    """``call(*args)``, tried again on a new connection while the database is unreachable.
+
+    Backs off from 0.5 s to one heartbeat period, for up to ``budget_s`` (default
+    ``SILENT_AFTER_PERIODS`` periods: by then the reaper has given the job to another run, which this
+    run's late result cannot end). ``call`` must be safe to repeat: the job services are (a stored
+    measurement is found by its run id, and a job that already ended is no longer this run's).
+    """
+    period_s = heartbeat_period_s()
+    deadline = time.monotonic() + (SILENT_AFTER_PERIODS * period_s if budget_s is None else budget_s)
+    delay_s = 0.5
+    while True:
+        try:
+            return call(*args)
+        except CONNECTION_ERRORS as exc:
+            connection.close()  # the next query opens a new one
+            if time.monotonic() + delay_s > deadline:
+                raise
+            logger.warning("database unreachable in %s (%s); retrying in %.1f s", call.__name__, exc, delay_s)
+            time.sleep(delay_s)
+            delay_s = min(2 * delay_s, period_s)
 
 
 @shared_task(name="workers.tasks.acceptance_jobs_reap", ignore_result=True)

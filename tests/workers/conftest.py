@@ -88,4 +88,4 @@ def probe_with_fake_nvml(lib_dir: Path, **fake: str) -> dict[str, Any]:
 
 
 # The real-worker fixture, for every test here (imported last: realworker reads REPO_ROOT and clean_env above).
-from .realworker import start_worker  # noqa: E402, F401
+from .realworker import start_beat, start_worker  # noqa: E402, F401

@@ -1,4 +1,5 @@
-"""A real ``celery worker`` process for tests: Redis broker, the test's PostgreSQL database, its own queue.
+"""A real ``celery worker`` process for tests: Redis broker, the test's PostgreSQL database, its own queue;
+and a real ``celery beat`` process sending the project's schedule to such a worker's queue.
 
 Skipped when CELERY_BROKER_URL is not Redis or the database is not PostgreSQL; with
 REQUIRE_SERVICES=1 those fail instead.
@@ -7,6 +8,7 @@ REQUIRE_SERVICES=1 those fail instead.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import quote
 
@@ -41,6 +44,12 @@ def require_services() -> None:
         redis.Redis.from_url(broker, socket_connect_timeout=3).ping()
     except redis.RedisError as exc:
         skip_or_fail(f"Redis at CELERY_BROKER_URL is not reachable ({exc})")
+
+
+def _settings_module() -> str:
+    """The settings module for a subprocess (``settings.SETTINGS_MODULE`` is None under pytest-django's
+    ``settings`` fixture)."""
+    return settings.SETTINGS_MODULE or os.environ["DJANGO_SETTINGS_MODULE"]
 
 
 def _test_database_url() -> str:
@@ -136,7 +145,7 @@ def start_worker(transactional_db, tmp_path: Path) -> Iterator[Callable[..., Wor
         node_name, queue = node_name or f"itest-{tag}", f"itest.{tag}"
         log_path = tmp_path / f"worker-{tag}.log"
         env = clean_env(
-            DJANGO_SETTINGS_MODULE=settings.SETTINGS_MODULE,
+            DJANGO_SETTINGS_MODULE=_settings_module(),
             DATABASE_URL=_test_database_url(),
             CELERY_BROKER_URL=broker_url or settings.CELERY_BROKER_URL,
             VRAMPLAN_NODE_NAME=node_name,
@@ -161,3 +170,88 @@ def start_worker(transactional_db, tmp_path: Path) -> Iterator[Callable[..., Wor
     if workers:
         drop_orphan_deadline(PIDBOX_EXCHANGE)
         print(f"--- log of worker {worker.node_name} (exit {worker.process.returncode}) ---\n{worker.log()}")
+
+
+# ``celery beat`` with this project's app and schedule, publishing what it sends to ``argv[1]`` (a test
+# worker's own queue) instead of the shared default queue; ``argv[2]`` is its schedule file.
+BEAT_MAIN = (
+    "import sys\nfrom vramplan.celery import app\napp.conf.task_default_queue = sys.argv[1]\n"
+    "sys.exit(app.start(['beat', '--schedule', sys.argv[2], '--max-interval', '1', '--loglevel', 'INFO']))\n"
+)
+_BEAT_SEND = re.compile(r"^\[(?P<at>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}): INFO/MainProcess\] "
+                        r"Scheduler: Sending due task (?P<entry>\S+) ")  # fmt: skip
+
+
+@dataclass
+class Beat:
+    """A ``celery beat`` process; restartable (its schedule file stays), its log kept across restarts."""
+
+    queue: str
+    env: dict[str, str]
+    schedule_path: Path
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", BEAT_MAIN, self.queue, str(self.schedule_path)],
+                cwd=REPO_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+
+    def stop(self) -> None:
+        """SIGTERM, as systemd stops it: beat saves its schedule and exits."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=15)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def sends(self) -> dict[str, list[datetime]]:
+        """When beat sent each schedule entry, from its log (this machine's local time, naive)."""
+        sent: dict[str, list[datetime]] = {}
+        for line in self.log().splitlines():
+            if match := _BEAT_SEND.match(line):
+                at = datetime.strptime(match["at"], "%Y-%m-%d %H:%M:%S,%f")
+                sent.setdefault(match["entry"], []).append(at)
+        return sent
+
+    def wait_for_sends(self, entry: str, count: int, timeout_s: float) -> list[datetime]:
+        """Wait until beat has sent ``entry`` at least ``count`` times in all; its send times."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.sends().get(entry, [])) < count:
+            if self.process is not None and self.process.poll() is not None:
+                pytest.fail(f"celery beat exited with {self.process.returncode}:\n{self.log()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"beat sent {entry} fewer than {count} times in {timeout_s:.0f} s:\n{self.log()}")
+            time.sleep(0.25)
+        return self.sends()[entry]
+
+
+@pytest.fixture
+def start_beat(transactional_db, tmp_path: Path) -> Iterator[Callable[..., Beat]]:
+    """Start ``celery beat`` sending to a test worker's queue, with the test's database and broker; stopped
+    at teardown, its log printed there."""
+    require_services()
+    beats: list[Beat] = []
+
+    def start(worker: Worker, **extra_env: str) -> Beat:
+        tag = uuid.uuid4().hex[:10]
+        env = clean_env(DJANGO_SETTINGS_MODULE=_settings_module(), DATABASE_URL=_test_database_url(),
+                        CELERY_BROKER_URL=settings.CELERY_BROKER_URL, **extra_env)  # fmt: skip
+        beat = Beat(queue=worker.queue, env=env, schedule_path=tmp_path / f"beat-{tag}-schedule",
+                    log_path=tmp_path / f"beat-{tag}.log")  # fmt: skip
+        beats.append(beat)
+        beat.start()
+        return beat
+
+    yield start
+
+    for beat in beats:
+        beat.stop()
+        print(f"--- log of celery beat ({beat.queue}) ---\n{beat.log()}")

@@ -177,28 +177,37 @@ def test_driver_branch_breaks_a_tie() -> None:
     assert node.configuration == r550
 
 
-def test_dispatch_skips_nodes_silent_for_more_than_k_periods(monkeypatch) -> None:
-    """Heartbeats go to nodes heard from within SILENT_AFTER_PERIODS periods only: a gone node's queue stays put."""
+def test_dispatch_probes_a_silent_node_only_when_nothing_waits_in_its_queue(monkeypatch) -> None:
+    """Live nodes get a heartbeat every period; a silent one only while its queue is empty, so a gone node's
+    queue holds at most one probe, and a node whose heartbeats failed for a while is asked again.
+
+    The broker's side (what waits, what expires) is checked against Redis in test_worker_heartbeat.
+    """
     period_s = tasks.heartbeat_period_s()
     limit = timedelta(seconds=tasks.SILENT_AFTER_PERIODS * period_s)
     now = timezone.now()
     Node.objects.create(name="fresh", last_heartbeat_at=now)
     Node.objects.create(name="almost-silent", last_heartbeat_at=now - limit + timedelta(seconds=30))
-    Node.objects.create(name="silent", last_heartbeat_at=now - limit - timedelta(seconds=1))
+    Node.objects.create(name="silent-empty", last_heartbeat_at=now - limit - timedelta(seconds=1))
+    Node.objects.create(name="silent-waiting", last_heartbeat_at=now - timedelta(days=3))
     Node.objects.create(name="never-heard", last_heartbeat_at=None)
+    waiting = {"node.almost-silent": 2, "node.silent-waiting": 1}  # a live node is sent one all the same
     sent: list[tuple[str, float | None, float]] = []
 
     def apply_async(*args, queue, expires, **kwargs):
         sent.append((queue.name, queue.expires, expires))
 
     monkeypatch.setattr(tasks.node_heartbeat, "apply_async", apply_async)
+    monkeypatch.setattr(tasks, "messages_waiting", lambda channel, queue: waiting.get(queue.name, 0))
 
-    assert tasks.node_heartbeat_dispatch.apply().get() == 2
+    assert tasks.node_heartbeat_dispatch.apply().get() == 4
 
     queue_expires = tasks.SILENT_AFTER_PERIODS * period_s
     assert sorted(sent) == [
         ("node.almost-silent", queue_expires, period_s),
         ("node.fresh", queue_expires, period_s),
+        ("node.never-heard", queue_expires, period_s),
+        ("node.silent-empty", queue_expires, period_s),
     ]
 
 

@@ -26,7 +26,6 @@ from .realworker import (
     BINDING_DEADLINES_KEY,
     NODE_TIMEOUT_S,
     delete_queue_keys,
-    redis_keys,
     require_services,
 )
 
@@ -110,10 +109,12 @@ def test_worker_registers_at_start_and_answers_on_its_node_queue(start_worker) -
 
 @pytest.mark.django_db
 def test_dispatch_declares_node_queues_that_redis_expires(settings) -> None:
-    """No worker here: what a dispatch leaves in Redis for a node expires on its own, and a silent node gets nothing.
+    """No worker here: what a dispatch leaves in Redis for a node expires on its own, and a silent node's queue
+    never holds more than one heartbeat.
 
     Nothing consumes ``node.<name>`` in this test, as for a node whose worker has gone: the queue's list
     carries a TTL of SILENT_AFTER_PERIODS periods (reset by each publish), and its binding table a deadline.
+    A live node is sent one per dispatch; a silent one only while nothing waits for it.
     """
     require_services()
     tag = uuid.uuid4().hex[:10]
@@ -127,14 +128,22 @@ def test_dispatch_declares_node_queues_that_redis_expires(settings) -> None:
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     fresh_queue, silent_queue = tasks.node_queue(fresh), tasks.node_queue(silent)
     try:
-        assert tasks.node_heartbeat_dispatch.apply().get() == 1
+        assert tasks.node_heartbeat_dispatch.apply().get() == 2  # the silent node's queue is empty: probed
 
-        assert broker.llen(fresh_queue) == 1
-        ttl_ms = broker.pttl(fresh_queue)
-        assert 0 < ttl_ms <= tasks.SILENT_AFTER_PERIODS * period_s * 1000
-        assert broker.exists(f"_kombu.binding.{fresh_queue}")
-        assert broker.zscore(BINDING_DEADLINES_KEY, fresh_queue) is not None
-        assert not broker.exists(f"_kombu.binding_permanent.{fresh_queue}")  # that one would never be swept
-        assert redis_keys(silent_queue) == set()
+        for queue in (fresh_queue, silent_queue):
+            assert broker.llen(queue) == 1
+            ttl_ms = broker.pttl(queue)
+            assert 0 < ttl_ms <= tasks.SILENT_AFTER_PERIODS * period_s * 1000
+            assert broker.exists(f"_kombu.binding.{queue}")
+            assert broker.zscore(BINDING_DEADLINES_KEY, queue) is not None
+            assert not broker.exists(f"_kombu.binding_permanent.{queue}")  # that one would never be swept
+
+        assert tasks.node_heartbeat_dispatch.apply().get() == 1  # a probe waits: the silent node gets no second
+        assert tasks.node_heartbeat_dispatch.apply().get() == 1
+        assert (broker.llen(fresh_queue), broker.llen(silent_queue)) == (3, 1)
+
+        broker.delete(silent_queue)  # as Redis does once the queue's TTL runs out
+        assert tasks.node_heartbeat_dispatch.apply().get() == 2
+        assert broker.llen(silent_queue) == 1
     finally:
         delete_queue_keys(fresh_queue, silent_queue)
