@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test install dev-install lint migrate catalog worker bench-speed bench-accuracy schema clean
+.PHONY: run test test-fast install dev-install lint migrate catalog worker bench-speed bench-accuracy schema clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "vramplan needs Python >= 3.11, found " + sys.version.split()[0])'
@@ -38,6 +38,11 @@ test: dev-install
 	$(BIN)/lint-imports
 	DJANGO_SECRET_KEY=$${DJANGO_SECRET_KEY:-test-only-not-a-secret} $(BIN)/mypy
 	DJANGO_SECRET_KEY=$${DJANGO_SECRET_KEY:-test-only-not-a-secret} $(BIN)/python -m pytest; \
+	  rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; exit 1; fi; exit $$rc
+
+## make test-fast: the inner loop: pytest without the `slow` tests (processes, real workers, compiling, fuzzing); no lint.
+test-fast: dev-install
+	DJANGO_SECRET_KEY=$${DJANGO_SECRET_KEY:-test-only-not-a-secret} $(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS); \
 	  rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; exit 1; fi; exit $$rc
 
 lint: dev-install

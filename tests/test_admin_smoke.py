@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import Group
-from django.core.management import call_command
 from django.db.models import Model
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
@@ -24,8 +23,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def one_of_each(user) -> None:
-    call_command("loadcatalog", verbosity=0)
+def one_of_each(user, catalog) -> None:
     measured_workload(user)
     NodeFactory(configuration=Configuration.objects.first())
     Token.objects.create(user=user)

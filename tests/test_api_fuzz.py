@@ -3,15 +3,18 @@
 The schema is generated in-process by drf-spectacular, as GET /api/schema/ serves it. Every operation
 is called through the project's WSGI application (``vramplan.wsgi``), signed in with the DRF token of
 a staff user (``test_api_as_staff``) and of a normal user (``test_api_as_user``), against a database
-holding the real catalog (``loadcatalog``), one stored workload of the normal user, one of another
-user, and a node. Path parameters are drawn both by the schema and from the real identifiers, so
-reads, updates and deletes reach real rows as well as missing ones.
+holding the real catalog (``loadcatalog``, once per session: tests/conftest.py), one stored workload
+of the normal user, one of another user, and a node. Path parameters are drawn both by the schema and
+from the real identifiers, so reads, updates and deletes reach real rows as well as missing ones.
 
 Each response must not be a 5xx (a server-side exception fails the test with its traceback and the
 request as a curl line), must conform to the schema (status code, content type, body and headers),
 and the same request without credentials must be refused (401). Every generated request runs in a
 savepoint that is rolled back, so each example sees the same database: with derandomized Hypothesis
 the run is reproducible.
+
+The schema is built in a fixture, not at import: collecting this module costs nothing, and the
+operations run as subtests of two tests. ``slow``: `make test-fast` leaves it out.
 
 Bounded for a 2-core machine (about a minute): 20 generated requests per operation and role (valid
 and invalid data), plus schemathesis' deterministic coverage phase (boundary values, missing and
@@ -23,6 +26,7 @@ bytes reaching PostgreSQL, three schema mismatches), now fixed.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import traceback
@@ -34,7 +38,6 @@ import schemathesis
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.core.cache import cache
-from django.core.management import call_command
 from django.core.signals import got_request_exception, request_finished, request_started
 from django.db import close_old_connections, connection, transaction
 from drf_spectacular.generators import SchemaGenerator
@@ -52,7 +55,7 @@ from measurements.models import AcceptanceJob
 from tests.measurements.helpers import measurement_document
 from vramplan.wsgi import application
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 ON_POSTGRES = connection.vendor == "postgresql"
@@ -99,13 +102,12 @@ def _config(coverage: list[str]) -> schemathesis.Config:
     )
 
 
+@functools.cache
 def _raw_schema() -> dict:
-    """The OpenAPI document exactly as GET /api/schema/?format=json renders it."""
+    """The OpenAPI document exactly as GET /api/schema/?format=json renders it (built on first use)."""
     document = SchemaGenerator().get_schema(request=None, public=True)
     return json.loads(OpenApiJsonRenderer().render(document, renderer_context={}))
 
-
-RAW_SCHEMA = _raw_schema()
 
 # Real identifiers by path template, filled by the ``world`` fixture before any example is drawn.
 KNOWN_IDS: dict[str, tuple[str, list]] = {}
@@ -115,7 +117,7 @@ KNOWN_IDS: dict[str, tuple[str, list]] = {}
 
 
 def _schema(coverage: list[str]):
-    schema = schemathesis.openapi.from_dict(RAW_SCHEMA, config=_config(coverage))
+    schema = schemathesis.openapi.from_dict(_raw_schema(), config=_config(coverage))
     schema.app = application
 
     @schema.hook
@@ -130,8 +132,28 @@ def _schema(coverage: list[str]):
     return schema
 
 
-staff_schema = _schema(STAFF_COVERAGE)
-user_schema = _schema(USER_COVERAGE)
+# Built on ``world``, so that a test of these schemas has it (and the catalog layer under it) in its fixture
+# closure: schemathesis asks for the test's own fixtures only when it runs.
+@pytest.fixture(scope="module")
+def staff_api_schema(world):
+    return _schema(STAFF_COVERAGE)
+
+
+@pytest.fixture(scope="module")
+def user_api_schema(world):
+    return _schema(USER_COVERAGE)
+
+
+staff_schema = schemathesis.pytest.from_fixture("staff_api_schema")
+user_schema = schemathesis.pytest.from_fixture("user_api_schema")
+
+
+@pytest.fixture(autouse=True)
+def _node_id_for_lazy_schemas(request):
+    """schemathesis 4.32's from_fixture reads and rewrites ``node._nodeid`` (to name each operation's
+    subtest), an attribute pytest 9 no longer has: give the test its own, as a plain attribute."""
+    if not hasattr(request.node, "_nodeid"):
+        request.node._nodeid = request.node.nodeid
 
 
 class World:
@@ -146,8 +168,9 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(django_db_setup, django_db_blocker):
-    """The catalog, users, tokens, workloads and a node, in one transaction rolled back at the end."""
+def world(catalog_layer, django_db_blocker):
+    """Users, tokens, workloads and a node on the session's catalog, in one transaction rolled back at the end."""
+    assert catalog_layer.is_open, "the catalog layer opens before the first test that uses it (tests/conftest.py)"
     world = World()
     # Like django.test.Client: a request must not close the connection that holds the test transaction.
     request_started.disconnect(close_old_connections)
@@ -155,7 +178,6 @@ def world(django_db_setup, django_db_blocker):
     got_request_exception.connect(world.remember_exception)
     try:
         with django_db_blocker.unblock(), transaction.atomic():
-            call_command("loadcatalog", verbosity=0)
             users = get_user_model().objects
             staff = users.create_user(username="fuzz-staff", password="fuzz-staff-password-1", is_staff=True)
             # catalog writes need the model permissions, as in the admin (catalog.api.permissions)
@@ -276,8 +298,8 @@ def test_delete_of_referenced_catalog_row_is_a_409_naming_them(world, collection
 
 
 def test_400_bodies_match_the_documented_schema(world) -> None:
-    documented = RAW_SCHEMA["paths"]["/api/v1/accelerators/"]["get"]["responses"]["400"]
-    document = {**documented["content"]["application/json"]["schema"], "components": RAW_SCHEMA["components"]}
+    documented = _raw_schema()["paths"]["/api/v1/accelerators/"]["get"]["responses"]["400"]
+    document = {**documented["content"]["application/json"]["schema"], "components": _raw_schema()["components"]}
     validator = jsonschema_rs.validator_for(document)
     field_errors = _request(world, "user", "GET", "/api/v1/accelerators/", query_string={"vendor": "nope"})
     parse_error = _request(world, "user", "POST", "/api/v1/estimate", json=[])
@@ -290,7 +312,7 @@ def test_budget_calibration_null_matches_the_schema(world) -> None:
     response = _request(world, "user", "GET", f"/api/v1/workloads/{world.own_workload}/budget/")
     assert response.status_code == 200
     assert response.json["calibration"] is None
-    calibration = RAW_SCHEMA["components"]["schemas"]["Budget"]["properties"]["calibration"]
+    calibration = _raw_schema()["components"]["schemas"]["Budget"]["properties"]["calibration"]
     assert jsonschema_rs.validator_for(calibration).is_valid(None)
 
 

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 # The variables settings.py reads; any of them in the caller's environment would leak into the check.
 SETTINGS_PREFIXES = ("DJANGO_", "DATABASE_", "CELERY_", "CACHE_", "API_", "LOG_", "VRAMPLAN_", "NODE_", "SECURE_",
@@ -31,6 +33,9 @@ PRODUCTION = {
     "SECURE_HSTS_SECONDS": "31536000",
     "SECURE_HSTS_PRELOAD": "1",
 }
+
+
+pytestmark = pytest.mark.slow  # each check starts manage.py in a subprocess
 
 
 def manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

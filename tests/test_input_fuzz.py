@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # Hypothesis: a few hundred requests
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {p.stem: json.loads(p.read_text()) for p in sorted((ROOT / "fixtures" / "workloads").glob("*.json"))}

@@ -66,6 +66,7 @@ def _settings_error(**env: str) -> str:
         ({"DJANGO_DEBUG": "1", "NODE_HEARTBEAT_SECONDS": "1"}, "NODE_HEARTBEAT_SECONDS"),
     ],
 )
+@pytest.mark.slow
 def test_bad_settings_fail_at_start_naming_the_variable(env, variable) -> None:
     assert variable in _settings_error(**env)
 

@@ -126,6 +126,7 @@ def _settings_probe(**env: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_cache_follows_cache_url_then_the_redis_broker_then_process_memory() -> None:
     def cache_of(**env: str) -> list[Any]:
         result = _settings_probe(**env)
@@ -202,6 +203,7 @@ def _post(url: str, token: str) -> tuple[int, dict[str, str], dict[str, Any]]:
 
 
 @pytest.mark.services
+@pytest.mark.slow
 def test_three_gunicorn_workers_share_one_count(transactional_db, django_user_model, tmp_path) -> None:
     if connection.vendor != "postgresql":
         skip_or_fail("DATABASE_URL does not point at PostgreSQL")

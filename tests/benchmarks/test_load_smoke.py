@@ -23,7 +23,7 @@ from django.db import connection
 
 from tests.conftest import skip_or_fail
 
-pytestmark = [pytest.mark.services]
+pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NUMBER = r"([0-9]+(?:\.[0-9]+)?)"

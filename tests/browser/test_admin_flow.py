@@ -18,7 +18,7 @@ from playwright.sync_api import expect, sync_playwright
 from tests.conftest import skip_or_fail
 from tests.recommendations.measured import H100_X1, measured_workload
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 CHROMIUM = "/usr/bin/chromium"
 

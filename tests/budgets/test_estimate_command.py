@@ -53,6 +53,7 @@ def test_bad_file_names_the_field(tmp_path) -> None:
         call_command("estimate", str(tmp_path / "missing.json"))
 
 
+@pytest.mark.slow
 def test_real_process_stdout_is_pure_json() -> None:
     result = subprocess.run(
         [sys.executable, "manage.py", "estimate", str(EXAMPLES[0])],

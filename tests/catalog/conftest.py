@@ -1,17 +1,9 @@
+"""Catalog editors; the real catalog is tests/conftest.py's ``catalog`` fixture (loaded once per session)."""
+
 import pytest
 from django.contrib.auth.models import Permission
-from django.core.management import call_command
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
-
-from catalog.models import Configuration
-
-
-@pytest.fixture
-def catalog(db) -> None:
-    """The real catalog from fixtures/, loaded by ``loadcatalog`` (catalog.services.catalog_load)."""
-    if not Configuration.objects.exists():
-        call_command("loadcatalog", verbosity=0)
 
 
 @pytest.fixture

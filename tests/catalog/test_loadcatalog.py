@@ -46,9 +46,8 @@ def data() -> dict[str, list[dict]]:
 
 
 @pytest.fixture
-def loaded(db, data) -> dict[str, list[dict]]:
-    report = catalog_load(data)
-    assert sum(report.updated.values()) == 0
+def loaded(catalog, data) -> dict[str, list[dict]]:
+    """The files' data, with the catalog loaded from them (once per session: tests/conftest.py)."""
     return data
 
 

@@ -19,21 +19,24 @@ FAKE_NVML_BUILD = REPO_ROOT / "tools" / "fake_nvml" / "build.sh"
 
 
 @pytest.fixture(scope="session")
-def fake_nvml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory holding the fake libnvidia-ml.so.1 (and nvml_abi_check), built for this test run.
+def fake_nvml_dir() -> Path:
+    """A directory holding the fake libnvidia-ml.so.1 (and nvml_abi_check), built once and then reused.
 
-    Skipped without gcc or the nvml.h header (PyPI nvidia-nvml-dev-cu12); failed under REQUIRE_SERVICES=1.
+    ``build.sh --cached`` compiles into tools/fake_nvml/build/KEY/ only when no build of the same inputs
+    (script, sources, nvml.h, compiler, flags) is there. Skipped without gcc or the nvml.h header (PyPI
+    nvidia-nvml-dev-cu12); failed under REQUIRE_SERVICES=1.
     """
     cc = os.environ.get("CC", "gcc")
     if shutil.which(cc) is None:
         skip_or_fail(f"the fake NVML needs a C compiler and {cc!r} is not on PATH")
-    out = tmp_path_factory.mktemp("fake_nvml")
-    result = build_fake_nvml(out)
+    result = build_fake_nvml("--cached")
     if result.returncode in (2, 3):  # no compiler, no header
         skip_or_fail(f"cannot build the fake NVML: {result.stderr.strip()}")
     if result.returncode != 0:
         pytest.fail(f"building the fake NVML failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-    return out
+    built = Path(result.stdout.strip().splitlines()[-1])
+    assert (built / "libnvidia-ml.so.1").is_file() and (built / "nvml_abi_check").is_file(), result.stdout
+    return built
 
 
 def require_real_gpu() -> None:
@@ -51,7 +54,8 @@ def require_real_gpu() -> None:
         pynvml.nvmlShutdown()
 
 
-def build_fake_nvml(out: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def build_fake_nvml(out: Path | str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``tools/fake_nvml/build.sh OUT`` (always compiles), or ``--cached`` for the reused build."""
     return subprocess.run(
         ["sh", str(FAKE_NVML_BUILD), str(out)],
         env={**os.environ, "PYTHON": sys.executable, **env},

@@ -28,7 +28,7 @@ from vramplan.celery import app
 
 from .realworker import require_services
 
-pytestmark = [pytest.mark.services]
+pytestmark = [pytest.mark.services, pytest.mark.slow]  # real Celery workers
 
 JOB_TIMEOUT_S = 120.0
 # A program that reports progress for ~4 s through the runner protocol, then exits 0.

@@ -11,6 +11,8 @@ import pytest
 
 from .conftest import REPO_ROOT, clean_env
 
+pytestmark = pytest.mark.slow  # runs vramplan-measure in a child interpreter
+
 MIB = 2**20
 
 

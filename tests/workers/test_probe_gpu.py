@@ -11,7 +11,7 @@ from workers.probes.inventory import probe_inventory
 
 from .conftest import require_real_gpu
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,8 @@ import pytest
 
 from .conftest import FAKE_NVML_BUILD, build_fake_nvml, probe_with_fake_nvml
 
+pytestmark = pytest.mark.slow  # compiles the fake NVML; probes in a child interpreter
+
 H100_TOTAL_BYTES = 85_520_809_984
 FAKE_RESERVED_BYTES = 566_231_040  # the fake's default driver reserve per device
 
@@ -163,6 +165,30 @@ def test_a_prototype_that_disagrees_with_nvml_h_does_not_compile(fake_nvml_dir: 
     assert result.returncode == 1, result.stderr
     assert "conflicting types" in result.stderr
     assert "nvmlDeviceGetCount_v2" in result.stderr
+
+
+def test_the_cached_build_is_reused_until_an_input_changes(fake_nvml_dir: Path, tmp_path: Path) -> None:
+    """``build.sh --cached`` compiles once per set of inputs: the same inputs give the same folder, untouched."""
+    cache = tmp_path / "cache"
+    first = build_fake_nvml("--cached", FAKE_NVML_CACHE_DIR=str(cache))
+    assert first.returncode == 0, first.stderr
+    built = Path(first.stdout.splitlines()[-1])
+    assert built.parent == cache and (built / "libnvidia-ml.so.1").is_file()
+    assert "fake_nvml: built" in first.stdout
+    stamp = (built / "libnvidia-ml.so.1").stat().st_mtime_ns
+
+    again = build_fake_nvml("--cached", FAKE_NVML_CACHE_DIR=str(cache))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[-1] == str(built)
+    assert "fake_nvml: cached" in again.stdout and "fake_nvml: built" not in again.stdout
+    assert (built / "libnvidia-ml.so.1").stat().st_mtime_ns == stamp
+
+    edited = tmp_path / "fake_nvml_edited.c"
+    edited.write_text((FAKE_NVML_BUILD.parent / "fake_nvml.c").read_text() + "\n/* an edit */\n")
+    changed = build_fake_nvml("--cached", FAKE_NVML_CACHE_DIR=str(cache), FAKE_NVML_SOURCE=str(edited))
+    assert changed.returncode == 0, changed.stderr
+    assert changed.stdout.splitlines()[-1] != str(built)
+    assert sorted(p.name for p in cache.iterdir()) == sorted([built.name, Path(changed.stdout.splitlines()[-1]).name])
 
 
 def pynvml_version() -> str:

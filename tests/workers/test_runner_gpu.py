@@ -16,7 +16,7 @@ import pytest
 from workers.runner.execute import RunOptions, run_measured
 from workers.runner.plan import synthetic_argv
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 MODEL = {"architecture": {"num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16,
                           "num_key_value_heads": 4, "intermediate_size": 2816, "vocab_size": 32000}}  # fmt: skip

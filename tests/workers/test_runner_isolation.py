@@ -14,6 +14,8 @@ import pytest
 
 from workers.runner.execute import RunOptions, run_measured
 
+pytestmark = pytest.mark.slow  # real child processes under run_measured
+
 SYSTEM_PYTHON = "/usr/bin/python3"  # readable by any user (the venv's interpreter may live under /root)
 
 

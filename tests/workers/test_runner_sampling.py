@@ -27,6 +27,8 @@ from workers.runner.sampling import TIMELINE_CSV_HEADER, Timeline, write_timelin
 from .conftest import REPO_ROOT, clean_env, require_real_gpu
 from .sampling_fake import GIB, UsedLine, write_used_file
 
+pytestmark = pytest.mark.slow  # samples child processes through the fake NVML
+
 MIB = 2**20
 RESERVED_BYTES = 566_231_040  # the fake's default driver reserve per device
 DEVICE_0 = "GPU-fa4e0000-0000-4000-8000-000000000000"

@@ -26,6 +26,8 @@ import pytest
 
 from budgets.engine import Workload, parameter_count
 
+pytestmark = pytest.mark.slow  # runs the synthetic workload (PyTorch) in child processes
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PHASES = {"build", "warmup", "prefill", "decode", "train", "quality"}
 

@@ -75,6 +75,7 @@ def _server_gone(tmp_path: Path) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_serves_concurrent_streaming_requests_and_reports(tmp_path: Path) -> None:
     code, result, messages = _run(
         tmp_path, "--max-model-len", "256", "--max-input-tokens", "48", "--max-output-tokens", "12",
@@ -122,6 +123,7 @@ def test_serves_concurrent_streaming_requests_and_reports(tmp_path: Path) -> Non
     assert _server_gone(tmp_path)
 
 
+@pytest.mark.slow
 def test_vllm_refusing_to_start_for_memory_exits_3_with_its_reason(tmp_path: Path) -> None:
     code, result, messages = _run(tmp_path, "--max-input-tokens", "8", "--max-output-tokens", "4",
                                   FAKE_VLLM_MODE="no_kv_memory")  # fmt: skip
@@ -137,6 +139,7 @@ def test_vllm_refusing_to_start_for_memory_exits_3_with_its_reason(tmp_path: Pat
     assert final["oom"] is True and final["phase"] == "startup"
 
 
+@pytest.mark.slow
 def test_an_oom_while_serving_exits_3(tmp_path: Path) -> None:
     code, result, _ = _run(tmp_path, "--max-input-tokens", "8", "--max-output-tokens", "4", "--concurrency", "2",
                            FAKE_VLLM_MODE="oom_on_request")  # fmt: skip
@@ -147,6 +150,7 @@ def test_an_oom_while_serving_exits_3(tmp_path: Path) -> None:
     assert result["requests"]["errors"][0].startswith("HTTP 500")
 
 
+@pytest.mark.slow
 def test_a_server_that_never_answers_is_stopped_at_the_startup_timeout(tmp_path: Path) -> None:
     code, result, _ = _run(tmp_path, "--max-input-tokens", "8", "--max-output-tokens", "4", "--startup-timeout", "1",
                            FAKE_VLLM_STARTUP_DELAY="30")  # fmt: skip
@@ -156,6 +160,7 @@ def test_a_server_that_never_answers_is_stopped_at_the_startup_timeout(tmp_path:
     assert _server_gone(tmp_path)
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_server_group(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "workers.runner.programs.vllm_serve", "--model", "fake/model",
                "--max-input-tokens", "8", "--max-output-tokens", "4", "--stop-grace", "5"]  # fmt: skip
@@ -175,6 +180,7 @@ def test_sigterm_stops_the_server_group(tmp_path: Path) -> None:
             process.kill()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mode", "outcome", "exit_code"), [("ok", "succeeded", 0), ("no_kv_memory", "oom", 3)])
 def test_under_the_runner_the_measurement_carries_the_programs_report(
     tmp_path: Path, mode: str, outcome: str, exit_code: int
