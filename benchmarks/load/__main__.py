@@ -1,9 +1,9 @@
 """Load benchmark (issue 9, item 4): the HTTP API under gunicorn, and acceptance jobs drained by Celery workers.
 
     python -m benchmarks.load [--part http|jobs|all] [--duration 10] [--endpoints NAME ...] [--jobs 1000]
-                              [--job-workers 4] [--json FILE]
+                              [--job-workers 4] [--program tiny|synthetic] [--json FILE]
 
-Needs PostgreSQL, Redis and ``wrk`` (``apt-get install wrk``); the synthetic jobs need torch
+Needs PostgreSQL, Redis and ``wrk`` (``apt-get install wrk``); ``--program synthetic`` jobs need torch
 (``pip install 'vramplan[node]'``). Databases and broker (created, migrated and loaded with the catalog by
 ``manage.py migrate`` and ``manage.py loadcatalog`` when needed):
 
@@ -30,14 +30,21 @@ p99 < 100 ms, recommend >= 50 req/s with p99 < 300 ms. Then the SQL queries of o
 list (every row on one page) on the catalog as loaded and with every architecture, accelerator and
 configuration copied (twice the rows, rolled back after): "within" when the count does not grow.
 
-Jobs part (``benchmarks.load.jobs``). ``--jobs`` tiny synthetic CPU acceptance jobs (one order each)
-drained by ``--job-workers`` real Celery workers, each on its own node; prints jobs/s (finished jobs over
-the time from the first dispatch to the last final state), the count of each final state, lost (not
-final, or succeeded without a measurement), duplicated (a second measurement for a job or its order),
-orders whose decision is not their job's measurement, retried jobs and jobs per node. Each job's child
-imports torch and runs the model under sampling: about 3.5 s of CPU, so on 2 cores 1,000 jobs take well
-over an hour (measured 2026-12-01 under other load: 40 jobs, 4 workers, 0.196 jobs/s, lost 0, duplicated
-0); ``--jobs 40`` measures the rate in about four minutes.
+Jobs part (``benchmarks.load.jobs``). ``--jobs`` tiny CPU acceptance jobs (one order each) drained by
+``--job-workers`` real Celery workers, each on its own node; prints jobs/s (finished jobs over the time from
+the first dispatch to the last final state), the count of each final state, lost (not final, or succeeded
+without a measurement), duplicated (a second measurement for a job or its order), orders whose decision is
+not their job's measurement, retried jobs, jobs per node and per program. ``--program tiny`` (default): each
+job runs ``loadbench-tiny``, a staff program the benchmark registers in its own database (a Python one-liner
+holding 16 MiB for 0.25 s; no torch), in a real child under the real sampler, and stores a real measurement
+(host RSS about 28 MB) that accepts its order. Measured 2026-12-01 under other load (load average 1.4 to
+3.3, 2 cores) with ``python -m benchmarks.load --part jobs --jobs 1000``: 1,000 jobs, 4 workers, 1.84
+jobs/s (543 s), succeeded 1000, lost 0, duplicated 0, decision inconsistent 0, retried 0; each run takes
+about 0.45 s; the gap between jobs on a node fell from about 2 s with 800+ waiting to 0.5 s at the end,
+likely ``acceptance_jobs_dispatch``, which after each finish queries a free node for every waiting job.
+``--program synthetic``: the built-in synthetic workload, whose child imports torch and runs the model
+(about 3.5 s of CPU per job: 40 jobs, 4 workers, 0.196 jobs/s, lost 0, duplicated 0; ``--jobs 40`` takes
+about four minutes).
 
 Exit status: 1 when any job was lost or duplicated, did not succeed, or any request failed; 0 otherwise
 (a missed throughput target is printed as OUTSIDE, not an error: the figures depend on the machine).
@@ -56,6 +63,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .common import django_env, prepare_database, run
 
+PROGRAMS = ("tiny", "synthetic")  # benchmarks.load.jobs.PROGRAMS (not imported: that module imports Django)
+#: Seconds per job per worker the default --jobs-timeout allows.
+JOB_SECONDS = {"tiny": 3.0, "synthetic": 30.0}
 ENDPOINT_NAMES = ("ping", "estimate", "recommend", "configurations", "accelerators", "job-status")
 
 
@@ -79,7 +89,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-queries", action="store_true", help="skip the query counts of the catalog lists")
     parser.add_argument("--jobs", type=int, default=1000, help="acceptance jobs (default 1000)")
     parser.add_argument("--job-workers", type=int, default=4)
-    parser.add_argument("--jobs-timeout", type=float, default=0.0, help="seconds (default: 30 s per job per worker)")
+    parser.add_argument("--program", choices=PROGRAMS, default="tiny",
+                        help="what jobs run: tiny (a staff program, default), synthetic (torch)")  # fmt: skip
+    parser.add_argument("--jobs-timeout", type=float, default=0.0,
+                        help="seconds (default per job per worker: tiny 3, synthetic 30; at least 120)")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     args = parser.parse_args(argv)
     if not args.database_url:
@@ -94,21 +107,24 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def run_jobs(args: argparse.Namespace) -> dict[str, Any]:
     prepare_database(args.jobs_database_url, args.broker_url)
-    timeout_s = args.jobs_timeout or max(120.0, 30.0 * args.jobs / args.job_workers)
+    timeout_s = args.jobs_timeout or max(120.0, JOB_SECONDS[args.program] * args.jobs / args.job_workers)
     env = django_env(args.jobs_database_url, args.broker_url)
-    out = run([sys.executable, "-m", "benchmarks.load.jobs", str(args.jobs), str(args.job_workers), str(timeout_s)],
-              env=env, timeout=timeout_s + 300)  # fmt: skip
+    argv = [sys.executable, "-m", "benchmarks.load.jobs", str(args.jobs), str(args.job_workers), str(timeout_s),
+            args.program]  # fmt: skip
+    out = run(argv, env=env, timeout=timeout_s + 300)
     return json.loads(out.strip().splitlines()[-1])
 
 
 def print_jobs(result: dict[str, Any]) -> None:
     states = ", ".join(f"{state} {n}" for state, n in result["states"].items())
-    print(f"Jobs: {result['count']} tiny CPU acceptance jobs, {result['workers']} Celery workers (one node each)")
+    print(f"Jobs: {result['count']} tiny CPU acceptance jobs ({result['program']}), "
+          f"{result['workers']} Celery workers (one node each)")  # fmt: skip
     print(f"  jobs/s {result['jobs_per_s']:.3f}  (wall {result['wall_s']:.1f} s)")
     print(f"  final states: {states}")
     print(f"  lost {result['lost']}  duplicated {result['duplicated']}  "
           f"decision inconsistent {result['decision_inconsistent']}  retried {result['retried']}")  # fmt: skip
     print(f"  per node: {', '.join(f'{k}: {v}' for k, v in sorted(result['per_node'].items(), key=str))}")
+    print(f"  per program: {', '.join(f'{slug}: {n}' for slug, n in result['per_program'].items())}")
     if result["errors"]:
         print(f"  errors: {result['errors']}")
     if "worker_log_tail" in result:

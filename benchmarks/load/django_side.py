@@ -55,6 +55,25 @@ TINY_CPU_WORKLOAD = {
 }
 
 
+#: The jobs part's staff program (``--program tiny``): a Python one-liner that writes 16 MiB (resident, so the
+#: sampler's host view sees it), prints a line, holds it a quarter of a second (a few host samples at 50 ms)
+#: and exits 0. No torch, no report line: the runner records what it measured (host RSS of the child's tree,
+#: duration, exit status) and the framework views as null with their reason; the CPU node's decision reads
+#: host RSS, so each order is decided by its job's measurement.
+TINY_PROGRAM_SLUG = "loadbench-tiny"
+TINY_PROGRAM_CODE = (
+    "import time; held = b'x' * (16 << 20); "
+    "print('loadbench-tiny: holding', len(held) >> 20, 'MiB', flush=True); time.sleep(0.25)"
+)
+TINY_PROGRAM = {
+    "name": "Load benchmark: hold 16 MiB for 0.25 s",
+    "description": "Registered by benchmarks.load for its jobs part; allowed on the CPU configuration its nodes match.",
+    "argv_template": ["{python}", "-c", TINY_PROGRAM_CODE],
+    "time_limit_seconds": 60,
+    "enabled": True,
+}
+
+
 def setup() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchmarks.load.settings")
     django.setup()
@@ -67,6 +86,18 @@ def benchmark_user():
     user, _ = get_user_model().objects.get_or_create(username=USERNAME)
     token, _ = Token.objects.get_or_create(user=user)
     return user, token.key
+
+
+def tiny_program(configuration):
+    """Register (or bring up to date) the tiny staff program and allow it on ``configuration``: what staff do
+    in the admin or with ``POST /api/v1/programs/``, here in the benchmark's own database."""
+    from measurements.models import RegisteredProgram
+    from measurements.services import program_validate_template
+
+    program_validate_template(TINY_PROGRAM["argv_template"])
+    program, _ = RegisteredProgram.objects.update_or_create(slug=TINY_PROGRAM_SLUG, defaults=TINY_PROGRAM)
+    program.allowed_configurations.add(configuration)
+    return program
 
 
 def fixture() -> dict[str, object]:

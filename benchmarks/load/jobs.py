@@ -1,17 +1,24 @@
 """The jobs part: tiny CPU acceptance jobs drained by local Celery workers (Redis, PostgreSQL), then counted.
 
-    python -m benchmarks.load.jobs COUNT WORKERS TIMEOUT_S   # run by benchmarks.load, in the jobs database's env
+    python -m benchmarks.load.jobs COUNT WORKERS TIMEOUT_S [tiny|synthetic]   # run by benchmarks.load, in the
+                                                                                # jobs database's environment
 
 Each worker is a real ``celery -A vramplan worker`` (solo pool, one job at a time, the production queues:
 ``celery`` and its node's own queue) on a node of its own (``VRAMPLAN_NODE_NAME=loadbench-<run>-<i>``); the
 first also runs beat (heartbeat dispatch and the reaper). The host probe matches each node to the catalog's
 CPU configuration. Each job is one order of the smallest synthetic workload (one layer, 17,504 parameters) on
-that configuration: the orders are placed with ``order_create`` and moved to ``acceptance_pending``, the job
-rows created as ``acceptance_job_start`` creates them, and one ``acceptance_jobs_dispatch`` hands the first
-ones to the nodes; from then on each finished job dispatches the next (the product's own path). Prints one
+that configuration. ``tiny`` (the default): the job runs the staff program ``loadbench-tiny``
+(``django_side.TINY_PROGRAM``: a Python one-liner that holds 16 MiB for 0.25 s, no torch), registered in this
+database and allowed on that configuration; ``synthetic``: the built-in synthetic workload (its child imports
+torch and runs the model, about 3.5 s of CPU). Either way the worker runs a real child under the real sampler
+and stores the real measurement document. The orders are placed with ``order_create`` and moved to
+``acceptance_pending``, the job rows created as ``acceptance_job_start`` creates them (with its program
+checks: enabled, allowed on the configuration, its argv filled from the workload), and one
+``acceptance_jobs_dispatch`` hands the first ones to the nodes; from then on each finished job dispatches the
+next (the product's own path). Prints one
 JSON line: jobs/s, the final states, lost (not final, or succeeded without a measurement), duplicated (more
 than one measurement for a job, or for an order of one job), orders whose decision is not their job's
-measurement, attempts beyond the first, jobs per node.
+measurement, attempts beyond the first, jobs per node, and the program the jobs ran.
 """
 
 from __future__ import annotations
@@ -28,9 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from .common import ROOT, stop, wait_until
-from .django_side import TINY_CPU_WORKLOAD, benchmark_user, setup
+from .django_side import TINY_CPU_WORKLOAD, benchmark_user, setup, tiny_program
 
 FINAL = ("succeeded", "failed", "cancelled")
+PROGRAMS = ("tiny", "synthetic")
 
 
 def start_worker(node: str, folder: Path, beat: bool) -> subprocess.Popen:
@@ -58,7 +66,17 @@ def forget_earlier_runs(user) -> None:
     )  # fmt: skip
 
 
-def create_jobs(user, configuration, count: int) -> list[int]:
+def check_program(program, order) -> None:
+    """``acceptance_job_start``'s checks of a program, once (every order has the same workload)."""
+    from workers.runner.plan import placeholder_values, program_argv
+
+    if not program.enabled or not program.allowed_configurations.filter(pk=order.configuration_id).exists():
+        raise SystemExit(f"program {program.slug!r} is disabled or not allowed on {order.configuration.slug!r}")
+    values = placeholder_values(order.workload.description, order.configuration.device_count)
+    program_argv(program.argv_template, values)
+
+
+def create_jobs(user, configuration, count: int, program_name: str) -> list[int]:
     from django.conf import settings
 
     from budgets.services import workload_create
@@ -66,12 +84,16 @@ def create_jobs(user, configuration, count: int) -> list[int]:
     from measurements.choices import OrderStatus
     from measurements.models import AcceptanceJob
 
+    program = tiny_program(configuration) if program_name == "tiny" else None
+    time_limit = program.time_limit_seconds if program else settings.ACCEPTANCE_JOB_TIME_LIMIT_SECONDS
     workload = workload_create(owner=user, data=TINY_CPU_WORKLOAD)
     ids = []
     for _ in range(count):
         order = services.order_create(owner=user, workload=workload, configuration=configuration)
         services.order_transition(order, OrderStatus.ACCEPTANCE_PENDING)
-        job = AcceptanceJob.objects.create(order=order, time_limit_seconds=settings.ACCEPTANCE_JOB_TIME_LIMIT_SECONDS)
+        if program is not None and not ids:
+            check_program(program, order)
+        job = AcceptanceJob.objects.create(order=order, program=program, time_limit_seconds=time_limit)
         ids.append(job.pk)
     return ids
 
@@ -109,12 +131,13 @@ def count_jobs(ids: list[int]) -> dict[str, Any]:
         "decision_inconsistent": inconsistent,
         "retried": jobs.filter(attempt__gt=1).count(),
         "per_node": dict(Counter(jobs.values_list("node__name", flat=True))),
+        "per_program": dict(Counter(slug or "synthetic" for slug in jobs.values_list("program__slug", flat=True))),
         "span_s": (span["last"] - span["first"]).total_seconds() if span["first"] and span["last"] else None,
         "errors": sorted({e for e in jobs.exclude(status="succeeded").values_list("error", flat=True) if e})[:5],
     }
 
 
-def run(count: int, workers: int, timeout_s: float) -> dict[str, Any]:
+def run(count: int, workers: int, timeout_s: float, program: str = "tiny") -> dict[str, Any]:
     setup()
     from catalog.models import Node
     from measurements import services
@@ -141,7 +164,7 @@ def run(count: int, workers: int, timeout_s: float) -> dict[str, Any]:
             if len(configurations) != 1 or None in configurations:
                 raise SystemExit(f"the nodes matched {configurations}, not one CPU configuration of the catalog")
             configuration = Node.objects.filter(name__in=names).first().configuration
-            ids = create_jobs(user, configuration, count)
+            ids = create_jobs(user, configuration, count, program)
             started = time.monotonic()
             services.acceptance_jobs_dispatch()
             open_jobs = AcceptanceJob.objects.filter(pk__in=ids).exclude(status__in=FINAL)
@@ -164,18 +187,18 @@ def run(count: int, workers: int, timeout_s: float) -> dict[str, Any]:
             Node.objects.filter(name__in=names).update(last_heartbeat_at=None)
         result = count_jobs(ids)
         finished = sum(result["states"][s] for s in FINAL)
-        result.update(count=count, workers=workers, wall_s=round(wall_s, 1), jobs_per_s=finished / wall_s,
-                      timed_out=result["not_final"] > 0)  # fmt: skip
+        result.update(count=count, workers=workers, program=program, wall_s=round(wall_s, 1),
+                      jobs_per_s=finished / wall_s, timed_out=result["not_final"] > 0)  # fmt: skip
         if result["lost"] or result["duplicated"] or result["states"]["succeeded"] != count:
             result["worker_log_tail"] = (folder / f"{names[0]}.log").read_text(errors="replace")[-2000:]
     return result
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
+    if len(argv) not in (3, 4) or (len(argv) == 4 and argv[3] not in PROGRAMS):
         print(__doc__, file=sys.stderr)
         return 2
-    result = run(int(argv[0]), int(argv[1]), float(argv[2]))
+    result = run(int(argv[0]), int(argv[1]), float(argv[2]), argv[3] if len(argv) == 4 else "tiny")
     print(json.dumps(result, default=str))
     return 0
 

@@ -1,13 +1,13 @@
 """``python -m benchmarks.load`` end to end, made small: one second of wrk on ``/bench/ping`` under gunicorn,
-the query counts of the catalog lists, and five tiny acceptance jobs drained by two real Celery workers.
+the query counts of the catalog lists, and five tiny acceptance jobs drained by two real Celery workers, each
+job running the staff program the benchmark registers (``loadbench-tiny``) in a real, sampled child.
 
 Runs against this test's PostgreSQL database and Redis broker (skipped without them, failed under
-REQUIRE_SERVICES=1), and needs ``wrk`` and torch. About a minute, most of it the jobs' children importing torch.
+REQUIRE_SERVICES=1), and needs ``wrk``. About half a minute (the workers' start, the migrations' check).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -21,6 +21,9 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from benchmarks.load.__main__ import parse
+from benchmarks.load.django_side import TINY_PROGRAM_SLUG
+from measurements.models import AcceptanceJob, Measurement
 from tests.conftest import skip_or_fail
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -41,8 +44,6 @@ def require_services() -> None:
         skip_or_fail(f"Redis at CELERY_BROKER_URL is not reachable ({exc})")
     if shutil.which("wrk") is None:
         skip_or_fail("wrk is not installed (apt-get install wrk)")
-    if importlib.util.find_spec("torch") is None:
-        skip_or_fail("torch is not installed (pip install 'vramplan[node]'): the synthetic jobs need it")
 
 
 def database_url() -> str:
@@ -79,8 +80,28 @@ def test_the_load_benchmark_runs_small_and_reports_no_errors(transactional_db, t
                      r"\s+lost 0  duplicated 0  decision inconsistent 0", output)  # fmt: skip
     assert jobs, output
     assert float(jobs.group(1)) > 0
+    assert f"per program: {TINY_PROGRAM_SLUG}: 5" in output, output
 
     figures = json.loads(report.read_text())
     assert [e["errors"] for e in figures["http"]["endpoints"]] == [0]
     assert figures["jobs"]["states"]["succeeded"] == 5
     assert sum(figures["jobs"]["per_node"].values()) == 5 and len(figures["jobs"]["per_node"]) <= 2
+    assert figures["jobs"]["program"] == "tiny" and figures["jobs"]["per_program"] == {TINY_PROGRAM_SLUG: 5}
+
+    # Each job ran the registered program in a sampled child: one measurement, its command, what it held.
+    jobs_run = AcceptanceJob.objects.filter(program__slug=TINY_PROGRAM_SLUG)
+    assert jobs_run.count() == 5 and set(jobs_run.values_list("status", flat=True)) == {"succeeded"}
+    measurements = Measurement.objects.filter(job__in=jobs_run)
+    assert measurements.count() == 5
+    for measurement in measurements:
+        assert measurement.outcome == "succeeded" and measurement.document["command"][1] == "-c"
+        assert measurement.host_rss_peak_bytes >= 16 << 20  # the program holds 16 MiB
+        assert measurement.order.decided_by_id == measurement.pk
+
+
+def test_the_jobs_part_runs_the_tiny_program_unless_told_synthetic() -> None:
+    common = ["--database-url", "postgres://u@h:5432/db", "--broker-url", "redis://h:6379/0"]
+    assert parse(common).program == "tiny"
+    assert parse([*common, "--program", "synthetic"]).program == "synthetic"
+    with pytest.raises(SystemExit):
+        parse([*common, "--program", "vllm"])
