@@ -87,7 +87,7 @@ def create_jobs(user, configuration, count: int, program_name: str) -> list[int]
     program = tiny_program(configuration) if program_name == "tiny" else None
     time_limit = program.time_limit_seconds if program else settings.ACCEPTANCE_JOB_TIME_LIMIT_SECONDS
     workload = workload_create(owner=user, data=TINY_CPU_WORKLOAD)
-    ids = []
+    ids: list[int] = []
     for _ in range(count):
         order = services.order_create(owner=user, workload=workload, configuration=configuration)
         services.order_transition(order, OrderStatus.ACCEPTANCE_PENDING)
