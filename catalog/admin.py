@@ -105,22 +105,16 @@ class CatalogForm(forms.ModelForm):
 
 
 class CatalogAdmin(admin.ModelAdmin):
-    """Saves through the entity's service: ``create_row`` / ``update_row`` with the form's cleaned values."""
+    """Saves through the entity's service (``catalog.services.WRITERS``) with the form's cleaned values."""
 
     form = CatalogForm
-
-    def create_row(self, fields: dict[str, Any]) -> models.Model:
-        raise NotImplementedError
-
-    def update_row(self, obj: Any, fields: dict[str, Any]) -> models.Model:
-        raise NotImplementedError
 
     def save_model(self, request: HttpRequest, obj: Any, form: forms.ModelForm, change: bool) -> None:
         fields = dict(form.cleaned_data)
         if change:
-            self.update_row(obj, fields)
+            services.catalog_row_update(obj, fields)
             return
-        created = self.create_row(fields)
+        created = services.catalog_row_create(type(obj), fields)
         for model_field in created._meta.concrete_fields:  # the admin goes on with obj (its pk, its history entry)
             setattr(obj, model_field.attname, getattr(created, model_field.attname))
         obj._state.adding, obj._state.db = False, created._state.db
@@ -133,36 +127,18 @@ class CatalogAdmin(admin.ModelAdmin):
 
 @admin.register(Vendor)
 class VendorAdmin(CatalogAdmin):
-    def create_row(self, fields: dict[str, Any]) -> models.Model:
-        return services.vendor_create(**fields)
-
-    def update_row(self, obj: Any, fields: dict[str, Any]) -> models.Model:
-        return services.vendor_update(vendor=obj, **fields)
-
     list_display = ["name", "slug"]
     search_fields = ["name", "slug"]
 
 
 @admin.register(Precision)
 class PrecisionAdmin(CatalogAdmin):
-    def create_row(self, fields: dict[str, Any]) -> models.Model:
-        return services.precision_create(**fields)
-
-    def update_row(self, obj: Any, fields: dict[str, Any]) -> models.Model:
-        return services.precision_update(precision=obj, **fields)
-
     list_display = ["slug", "description"]
     search_fields = ["slug"]
 
 
 @admin.register(Architecture)
 class ArchitectureAdmin(CatalogAdmin):
-    def create_row(self, fields: dict[str, Any]) -> models.Model:
-        return services.architecture_create(**fields)
-
-    def update_row(self, obj: Any, fields: dict[str, Any]) -> models.Model:
-        return services.architecture_update(architecture=obj, **fields)
-
     list_display = ["name", "vendor", "family", "compute_capability", "gfx_target", "precision_list"]
     list_filter = ["vendor", "family", "precisions"]
     search_fields = ["name", "family", "gfx_target"]
@@ -179,12 +155,6 @@ class ArchitectureAdmin(CatalogAdmin):
 
 @admin.register(Accelerator)
 class AcceleratorAdmin(CatalogAdmin):
-    def create_row(self, fields: dict[str, Any]) -> models.Model:
-        return services.accelerator_create(**fields)
-
-    def update_row(self, obj: Any, fields: dict[str, Any]) -> models.Model:
-        return services.accelerator_update(accelerator=obj, **fields)
-
     list_display = [
         "name",
         "vendor",
@@ -259,12 +229,6 @@ class AcceleratorAdmin(CatalogAdmin):
 
 @admin.register(Configuration)
 class ConfigurationAdmin(CatalogAdmin):
-    def create_row(self, fields: dict[str, Any]) -> models.Model:
-        return services.configuration_create(**fields)
-
-    def update_row(self, obj: Any, fields: dict[str, Any]) -> models.Model:
-        return services.configuration_update(configuration=obj, **fields)
-
     list_display = [
         "name",
         "accelerator",
@@ -314,12 +278,6 @@ class ConfigurationAdmin(CatalogAdmin):
 
 @admin.register(CudaToolkit)
 class CudaToolkitAdmin(CatalogAdmin):
-    def create_row(self, fields: dict[str, Any]) -> models.Model:
-        return services.cuda_toolkit_create(**fields)
-
-    def update_row(self, obj: Any, fields: dict[str, Any]) -> models.Model:
-        return services.cuda_toolkit_update(cuda_toolkit=obj, **fields)
-
     list_display = ["version", "label", "family", "min_driver_linux", "minor_compat_min_driver_linux", "uncertain"]
     list_filter = ["family", "uncertain"]
     search_fields = ["version", "label"]
@@ -327,12 +285,6 @@ class CudaToolkitAdmin(CatalogAdmin):
 
 @admin.register(PyTorchWheel)
 class PyTorchWheelAdmin(CatalogAdmin):
-    def create_row(self, fields: dict[str, Any]) -> models.Model:
-        return services.pytorch_wheel_create(**fields)
-
-    def update_row(self, obj: Any, fields: dict[str, Any]) -> models.Model:
-        return services.pytorch_wheel_update(pytorch_wheel=obj, **fields)
-
     list_display = ["torch_versions", "variant", "cuda_version", "capabilities", "embeds_ptx"]
     list_filter = ["variant", "embeds_ptx"]
 
@@ -343,12 +295,6 @@ class PyTorchWheelAdmin(CatalogAdmin):
 
 @admin.register(Node)
 class NodeAdmin(CatalogAdmin):
-    def create_row(self, fields: dict[str, Any]) -> models.Model:
-        return services.node_create(**fields)
-
-    def update_row(self, obj: Any, fields: dict[str, Any]) -> models.Model:
-        return services.node_update(node=obj, **fields)
-
     list_display = [
         "name",
         "configuration",

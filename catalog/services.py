@@ -246,6 +246,32 @@ def node_update(*, node: Node, **fields: Any) -> Node:
     return _update(node, fields)
 
 
+#: Each catalog model's create and update services, and the keyword its update takes the row by: how the admin
+#: and the API reach the one write path without a method per entity.
+WRITERS: dict[type[models.Model], tuple[Callable[..., Any], Callable[..., Any], str]] = {
+    Vendor: (vendor_create, vendor_update, "vendor"),
+    Precision: (precision_create, precision_update, "precision"),
+    Architecture: (architecture_create, architecture_update, "architecture"),
+    Accelerator: (accelerator_create, accelerator_update, "accelerator"),
+    Configuration: (configuration_create, configuration_update, "configuration"),
+    CudaToolkit: (cuda_toolkit_create, cuda_toolkit_update, "cuda_toolkit"),
+    PyTorchWheel: (pytorch_wheel_create, pytorch_wheel_update, "pytorch_wheel"),
+    Node: (node_create, node_update, "node"),
+}
+
+
+def catalog_row_create(model: type[models.Model], fields: Mapping[str, Any]) -> Any:
+    """A row of ``model`` through its ``<entity>_create`` service."""
+    create, _, _ = WRITERS[model]
+    return create(**fields)
+
+
+def catalog_row_update(instance: models.Model, fields: Mapping[str, Any]) -> Any:
+    """``instance`` changed through its ``<entity>_update`` service."""
+    _, update, keyword = WRITERS[type(instance)]
+    return update(**{keyword: instance}, **fields)
+
+
 # --------------------------------------------------------------------------------------------------
 # Upserts (loadcatalog): the services above, for the fields that differ
 

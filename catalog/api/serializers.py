@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from workers.probes.model import InventoryError, read_inventory
 
+from .. import services
 from ..models import (
     Accelerator,
     Architecture,
@@ -45,14 +46,14 @@ class UsableMemoryFields(serializers.Serializer):
 
 
 class WrittenByServices:
-    """A catalog serializer validates the body; the view writes the row through ``catalog.services`` (the one
-    write path of the admin, the API and loadcatalog), so ``save()`` has nothing to do here."""
+    """``save()`` writes through ``catalog.services`` (the one write path of the admin, the API and
+    loadcatalog); the view turns the services' validation errors into a 400 per field."""
 
     def create(self, validated_data):
-        raise NotImplementedError("catalog rows are created by catalog.services.<entity>_create (see the views)")
+        return services.catalog_row_create(self.Meta.model, validated_data)  # type: ignore[attr-defined]
 
     def update(self, instance, validated_data):
-        raise NotImplementedError("catalog rows are changed by catalog.services.<entity>_update (see the views)")
+        return services.catalog_row_update(instance, validated_data)
 
 
 class VendorSerializer(serializers.ModelSerializer):

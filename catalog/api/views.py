@@ -7,13 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
 
 from vramplan.openapi import CONFLICT, READ_ERRORS
 
-from .. import services
 from ..filters import AcceleratorFilterSet, ArchitectureFilterSet, ConfigurationFilterSet, NodeFilterSet
 from ..models import Accelerator, Architecture, Configuration, Node
 from .permissions import CatalogPermission
@@ -40,12 +39,6 @@ class CatalogViewSet(viewsets.ModelViewSet):
     permission_classes = [CatalogPermission]
     lookup_field = "slug"
 
-    def create_row(self, data: dict[str, Any]) -> Model:
-        raise NotImplementedError
-
-    def update_row(self, instance: Any, data: dict[str, Any]) -> Model:
-        raise NotImplementedError
-
     def _write(self, serializer: serializers.BaseSerializer, write: Any) -> None:
         """Call the service; its validation errors (the model's and its own rules) become a 400 per field."""
         try:
@@ -55,10 +48,10 @@ class CatalogViewSet(viewsets.ModelViewSet):
         serializer.instance = self.get_queryset().get(pk=instance.pk)  # re-read with annotations
 
     def perform_create(self, serializer) -> None:
-        self._write(serializer, lambda: self.create_row(dict(serializer.validated_data)))
+        self._write(serializer, serializer.save)
 
     def perform_update(self, serializer) -> None:
-        self._write(serializer, lambda: self.update_row(serializer.instance, dict(serializer.validated_data)))
+        self._write(serializer, serializer.save)
 
 
 @_errors
@@ -70,12 +63,6 @@ class ArchitectureViewSet(CatalogViewSet):
     def get_queryset(self) -> QuerySet[Architecture]:
         return Architecture.objects.select_related("vendor").prefetch_related("precisions")
 
-    def create_row(self, data: dict[str, Any]) -> Model:
-        return services.architecture_create(**data)
-
-    def update_row(self, instance: Any, data: dict[str, Any]) -> Model:
-        return services.architecture_update(architecture=instance, **data)
-
 
 @_errors
 class AcceleratorViewSet(CatalogViewSet):
@@ -86,12 +73,6 @@ class AcceleratorViewSet(CatalogViewSet):
     def get_queryset(self) -> QuerySet[Accelerator]:
         return Accelerator.objects.select_related("architecture__vendor").prefetch_related("architecture__precisions")
 
-    def create_row(self, data: dict[str, Any]) -> Model:
-        return services.accelerator_create(**data)
-
-    def update_row(self, instance: Any, data: dict[str, Any]) -> Model:
-        return services.accelerator_update(accelerator=instance, **data)
-
 
 @_errors
 class ConfigurationViewSet(CatalogViewSet):
@@ -101,12 +82,6 @@ class ConfigurationViewSet(CatalogViewSet):
 
     def get_queryset(self) -> QuerySet[Configuration]:
         return Configuration.objects.with_memory().select_related("accelerator__architecture__vendor")
-
-    def create_row(self, data: dict[str, Any]) -> Model:
-        return services.configuration_create(**data)
-
-    def update_row(self, instance: Any, data: dict[str, Any]) -> Model:
-        return services.configuration_update(configuration=instance, **data)
 
 
 @_errors
@@ -119,9 +94,3 @@ class NodeViewSet(CatalogViewSet):
 
     def get_queryset(self) -> QuerySet[Node]:
         return Node.objects.select_related("configuration")
-
-    def create_row(self, data: dict[str, Any]) -> Model:
-        return services.node_create(**data)
-
-    def update_row(self, instance: Any, data: dict[str, Any]) -> Model:
-        return services.node_update(node=instance, **data)
