@@ -186,13 +186,13 @@ def test_unknown_fields_are_named_and_the_serializer_saves_through_the_services(
     with pytest.raises(ValidationError) as excinfo:
         serializer.save()
     assert "needs a source" in excinfo.value.message_dict["usable_memory_source"][0]
-    accelerator = Accelerator.objects.get(pk=accelerator.pk)  # nothing was kept
-    assert accelerator.usable_memory_bytes is None
-    serializer = AcceleratorSerializer(instance=accelerator, data={"notes": "x"}, partial=True)
+    stored = Accelerator.objects.get(pk=accelerator.pk)  # nothing was kept
+    assert stored.usable_memory_bytes is None
+    serializer = AcceleratorSerializer(instance=stored, data={"notes": "x"}, partial=True)
     assert serializer.is_valid(), serializer.errors
     serializer.save()
-    accelerator.refresh_from_db()
-    assert accelerator.notes == "x"
+    stored.refresh_from_db()
+    assert stored.notes == "x"
 
 
 def test_the_heartbeat_writes_nodes_through_the_node_services() -> None:
