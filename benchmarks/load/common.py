@@ -15,11 +15,13 @@ from urllib.parse import urlsplit, urlunsplit
 ROOT = Path(__file__).resolve().parents[2]
 #: DRF's throttle rates, high enough that no request of the benchmark is ever a 429.
 GENEROUS_RATE = "100000000/second"
-RATE_NAME = re.compile(r"\b([A-Z][A-Z0-9_]*_THROTTLE_RATE)\b")
+#: ``API_THROTTLE_RATE`` and the scoped ``API_THROTTLE_<SCOPE>_RATE`` (estimate, recommend, job start).
+RATE_NAME = re.compile(r"\b([A-Z][A-Z0-9_]*_THROTTLE(?:_[A-Z0-9]+)*_RATE)\b")
 
 
 def throttle_rate_names() -> set[str]:
-    """Every ``*_THROTTLE_RATE`` variable the settings or ``.env.example`` name, and any set here."""
+    """Every ``*_THROTTLE_RATE`` and ``*_THROTTLE_<SCOPE>_RATE`` variable the settings or ``.env.example``
+    name, and any set here."""
     names = {"API_THROTTLE_RATE"} | {name for name in os.environ if RATE_NAME.fullmatch(name)}
     for path in (ROOT / "vramplan" / "settings.py", ROOT / ".env.example"):
         if path.is_file():

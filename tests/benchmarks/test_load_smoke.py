@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import connection
 
 from benchmarks.load.__main__ import parse
+from benchmarks.load.common import GENEROUS_RATE, django_env
 from benchmarks.load.django_side import TINY_PROGRAM_SLUG
 from measurements.models import AcceptanceJob, Measurement
 from tests.conftest import skip_or_fail
@@ -105,3 +106,17 @@ def test_the_jobs_part_runs_the_tiny_program_unless_told_synthetic() -> None:
     assert parse([*common, "--program", "synthetic"]).program == "synthetic"
     with pytest.raises(SystemExit):
         parse([*common, "--program", "vllm"])
+
+
+def test_the_benchmark_lifts_every_throttle_rate_the_settings_read() -> None:
+    """Every scope's rate, as the settings read it in the benchmark's environment, is the generous one: a
+    scope left at its default would turn the run into a count of 429s (the recommend scope once did)."""
+    env = django_env("postgres://u@h:5432/db", None)
+    code = ("import json, django; django.setup(); from django.conf import settings; "
+            "print(json.dumps(settings.REST_FRAMEWORK['DEFAULT_THROTTLE_RATES']))")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                            timeout=120, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    rates = json.loads(result.stdout)
+    assert {"user", "estimate", "recommend", "job_start"} <= set(rates)
+    assert set(rates.values()) == {GENEROUS_RATE}, rates
