@@ -130,10 +130,12 @@ def order_upload_token_matches(order: Order, token: str) -> bool:
 # --- nodes ---------------------------------------------------------------------------------------
 
 
-def live_nodes(configuration: Configuration, *, now: datetime | None = None):
-    """Nodes of ``configuration`` heard from within ``SILENT_AFTER_PERIODS`` heartbeat periods."""
+def live_nodes(configuration: Configuration | None = None, *, now: datetime | None = None) -> models.QuerySet[Node]:
+    """Nodes (of ``configuration``; None: of any) heard from within ``SILENT_AFTER_PERIODS`` heartbeat
+    periods, in name order."""
     since = (now or timezone.now()) - timedelta(seconds=stale_after_s())
-    return Node.objects.filter(configuration=configuration, last_heartbeat_at__gte=since).order_by("name")
+    nodes = Node.objects.filter(last_heartbeat_at__gte=since).order_by("name")
+    return nodes if configuration is None else nodes.filter(configuration=configuration)
 
 
 def node_usable_memory_bytes(node: Node | None, configuration: Configuration) -> int | None:
@@ -252,20 +254,29 @@ def acceptance_jobs_dispatch(*, now: datetime | None = None) -> int:
                 job.dispatched_at = None
                 job.save(update_fields=["node", "dispatched_at"])
             sent += 1
-        waiting = (
-            AcceptanceJob.objects.select_for_update(skip_locked=True, of=("self",))
-            .filter(status=JobStatus.QUEUED, node__isnull=True, cancel_requested=False)
-            .select_related("order")
-            .order_by("queued_at", "id")
-        )
         busy = set(
             AcceptanceJob.objects.filter(
                 Q(status=JobStatus.RUNNING) | Q(status=JobStatus.QUEUED, node__isnull=False)
             ).values_list("node_id", flat=True)
         )
+        # The free live nodes, asked once per dispatch and grouped by configuration: only the waiting jobs
+        # of those configurations are read, and the walk ends once every free node has a job; a dispatch
+        # costs a few queries per free node, not one per waiting job.
+        free = _free_nodes_by_configuration(busy, now)
+        if not free:
+            return sent
+        waiting = (
+            AcceptanceJob.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(status=JobStatus.QUEUED, node__isnull=True, cancel_requested=False)
+            .filter(order__configuration_id__in=list(free))
+            .select_related("order")
+            .order_by("queued_at", "id")
+        )
         for job in waiting:
-            node = _free_node(job.order.configuration, busy, now)
+            node = _lock_free_node(free.get(job.order.configuration_id, []), busy)
             if node is None:
+                if not any(free.values()):
+                    break
                 continue
             busy.add(node.pk)
             job.node = node
@@ -276,10 +287,22 @@ def acceptance_jobs_dispatch(*, now: datetime | None = None) -> int:
     return sent
 
 
-def _free_node(configuration: Configuration, busy: set[int], now: datetime) -> Node | None:
-    """A live node of ``configuration`` with no job, locked for this transaction: two dispatchers running at
-    once cannot both give it a job (the second waits for the lock, then sees the first one's job)."""
-    for candidate in live_nodes(configuration, now=now).exclude(pk__in=busy):
+def _free_nodes_by_configuration(busy: set[int], now: datetime) -> dict[int, list[Node]]:
+    """Live nodes with no job, in name order, by configuration id (one query)."""
+    free: dict[int, list[Node]] = {}
+    for node in live_nodes(now=now).exclude(pk__in=busy).exclude(configuration=None):
+        free.setdefault(node.configuration_id, []).append(node)
+    return free
+
+
+def _lock_free_node(candidates: list[Node], busy: set[int]) -> Node | None:
+    """The first of ``candidates`` still free, locked for this transaction (and taken off the list): two
+    dispatchers running at once cannot both give it a job (the second skips the locked row, or sees the
+    first one's job once it commits)."""
+    while candidates:
+        candidate = candidates.pop(0)
+        if candidate.pk in busy:
+            continue
         node = Node.objects.select_for_update(skip_locked=True).filter(pk=candidate.pk).first()
         if node is None:
             continue
