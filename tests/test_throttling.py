@@ -169,6 +169,51 @@ def test_clearing_the_cache_leaves_the_brokers_keys_alone() -> None:
     client.delete(foreign)
 
 
+# --- the counter itself, on both kinds of cache ------------------------------------------------------------
+
+
+def _counters() -> list[tuple[str, Any]]:
+    from django.core.cache.backends.locmem import LocMemCache
+
+    kinds: list[tuple[str, Any]] = [("process memory", LocMemCache(f"throttle-{uuid.uuid4().hex}", {}))]
+    if settings.CACHES["default"]["BACKEND"] == "vramplan.cache.RedisCache":
+        kinds.append(("redis", cache))
+    return kinds
+
+
+@pytest.mark.parametrize("kind", ["process memory", "redis"])
+def test_concurrent_counts_are_all_counted_and_the_window_closes_on_time(kind: str) -> None:
+    from vramplan.throttling import count_in_window
+
+    counters = dict(_counters())
+    if kind not in counters:
+        skip_or_fail("the default cache is not Redis (set CELERY_BROKER_URL=redis://...)")
+    counter = counters[kind]
+    key = f"count-test-{uuid.uuid4().hex}"
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda _: count_in_window(counter, key, 2, time.time()), range(200)))
+    assert sorted(count for count, _ in answers) == list(range(1, 201))  # none lost, none counted twice
+    assert all(0 < left <= 2 for _, left in answers)
+    time.sleep(2.1)
+    count, left = count_in_window(counter, key, 2, time.time())
+    assert count == 1 and left > 1.5  # a new window, opened by this request
+
+
+@pytest.mark.services
+@pytest.mark.django_db
+def test_a_count_left_without_a_life_refuses_for_one_window_not_for_good(api) -> None:
+    """Django's Redis ``incr`` is EXISTS then INCR: a key that expires between them is recreated by INCR
+    with no time to live. Such a count must close like any window, not refuse its user forever."""
+    _, client = _broker_redis()
+    user = Token.objects.get(key=api._credentials["HTTP_AUTHORIZATION"].split()[1]).user
+    key = cache.make_and_validate_key(f"throttle_estimate_u{user.pk}")
+    client.set(key, 10**6)  # far over the limit, no expiry
+    with rates(estimate="5/second"):
+        assert_throttled(api.post("/api/v1/estimate", TINY_CPU_WORKLOAD, format="json"), 1)
+        time.sleep(1.2)
+        assert api.post("/api/v1/estimate", TINY_CPU_WORKLOAD, format="json").status_code == 200
+
+
 # --- three processes, one count ---------------------------------------------------------------------------
 
 WORKERS = 3

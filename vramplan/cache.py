@@ -1,8 +1,13 @@
-"""The shared cache backend: Django's Redis cache, minus one hazard.
+"""The shared cache backend: Django's Redis cache, minus one hazard, plus one atomic counter.
 
 The default cache lives in Celery's broker database when ``CELERY_BROKER_URL`` is Redis (see
 ``settings.CACHES``). Django's ``RedisCache.clear()`` is ``FLUSHDB``, which would also drop every queued
 job message and kombu's queue bindings; this one deletes only the keys under its ``KEY_PREFIX``.
+
+``count_in_window`` is what the API's rate limits count with (``vramplan.throttling``): one Redis
+round trip, atomic. Django's ``incr`` is two commands (``EXISTS``, then ``INCR``): a key that expires
+between them comes back from ``INCR`` without a time to live, and a count that never expires refuses its
+user for good.
 """
 
 from __future__ import annotations
@@ -12,6 +17,19 @@ import re
 from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
 
 _GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
+
+#: Count one more event in the window at KEYS[1], which opens (with a life of ARGV[1] ms) at its first event;
+#: answer the count and the milliseconds the window has left. A key found without a life (written by
+#: anything else) is given one, so no count outlives a window by more than one window.
+_COUNT_IN_WINDOW = """
+local n = redis.call('INCR', KEYS[1])
+local left = redis.call('PTTL', KEYS[1])
+if n == 1 or left < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  left = tonumber(ARGV[1])
+end
+return {n, left}
+"""
 
 
 class RedisCache(DjangoRedisCache):
@@ -31,3 +49,11 @@ class RedisCache(DjangoRedisCache):
                 batch.clear()
         if batch:
             client.delete(*batch)
+
+    def count_in_window(self, key: str, window_s: int) -> tuple[int, float]:
+        """One more event under ``key`` in its ``window_s``-second window; (events so far in the window,
+        seconds until it closes). Atomic: any number of processes counting at once are all counted."""
+        redis_key = self.make_and_validate_key(key)
+        client = self._cache.get_client(redis_key, write=True)
+        count, left_ms = client.eval(_COUNT_IN_WINDOW, 1, redis_key, int(window_s * 1000))
+        return int(count), int(left_ms) / 1000.0

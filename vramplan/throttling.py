@@ -10,10 +10,10 @@
 
 DRF's ``SimpleRateThrottle`` reads a list from the cache, appends and writes it back: two processes
 that read together both write, and one request is lost, so N workers can let through up to N times the
-rate. Here a window is two cache keys created with ``add`` (Redis ``SET NX EX``) and counted with
-``incr`` (Redis ``INCR``), both atomic, so concurrent requests from any number of processes are counted
-exactly: the window opens at a user's first request and allows ``N`` requests until it expires
-``period`` seconds later. A refused request answers 429 with ``Retry-After``: the seconds until the
+rate. Here a window is one counter, opened by a user's first request, that allows ``N`` requests until it
+expires ``period`` seconds later; it is counted atomically (``count_in_window``: one Lua script on Redis,
+``add`` and ``incr`` in process memory), so concurrent requests from any number of processes are counted
+exactly. A refused request answers 429 with ``Retry-After``: the seconds until the
 window closes.
 """
 
@@ -54,20 +54,10 @@ class ScopedUserThrottle(SimpleRateThrottle):
         key = self.get_cache_key(request, view)
         if key is None or self.num_requests is None or self.duration is None:
             return True
-        now = self.timer()
-        count_key, opened_key = f"{key}:n", f"{key}:t"
-        self.cache.add(opened_key, now, self.duration)
-        self.cache.add(count_key, 0, self.duration)
-        try:
-            count = self.cache.incr(count_key)
-        except ValueError:  # the window expired between add and incr: this request opens the next one
-            self.cache.set(opened_key, now, self.duration)
-            self.cache.set(count_key, 1, self.duration)
-            count = 1
+        count, left_s = count_in_window(self.cache, key, self.duration, self.timer())
         if count <= self.num_requests:
             return True
-        opened = self.cache.get(opened_key)
-        self.retry_after_s = max(1.0, (opened if opened is not None else now) + self.duration - now)
+        self.retry_after_s = max(1.0, left_s)
         return False
 
     def wait(self) -> float:
@@ -90,6 +80,28 @@ class RecommendThrottle(ScopedUserThrottle):
 class JobStartThrottle(ScopedUserThrottle):
     scope = "job_start"
     methods = frozenset({"POST"})
+
+
+def count_in_window(cache: Any, key: str, duration: int, now: float) -> tuple[int, float]:
+    """One more request under ``key`` in its window of ``duration`` seconds, opened by its first request:
+    (requests so far in the window, seconds until it closes). The shared Redis cache does it in one atomic
+    round trip (``vramplan.cache.RedisCache.count_in_window``); any other cache with two keys created by
+    ``add`` and counted by ``incr`` (atomic in process memory, ``make run``'s cache)."""
+    counter = getattr(cache, "count_in_window", None)
+    if counter is not None:
+        count, left_s = counter(key, duration)
+        return int(count), float(left_s)
+    count_key, opened_key = f"{key}:n", f"{key}:t"
+    cache.add(opened_key, now, duration)
+    cache.add(count_key, 0, duration)
+    try:
+        count = int(cache.incr(count_key))
+    except ValueError:  # the window expired between add and incr: this request opens the next one
+        cache.set(opened_key, now, duration)
+        cache.set(count_key, 1, duration)
+        count = 1
+    opened = cache.get(opened_key) if count > 1 else now
+    return count, (opened if opened is not None else now) + duration - now
 
 
 def throttles(*scoped: type[ScopedUserThrottle]) -> list[Any]:
