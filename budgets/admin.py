@@ -17,6 +17,7 @@ from recommendations.admin_views import workload_recommendations
 
 from . import services
 from .engine import validation_errors
+from .engine.budget import StoredBudget, read_stored_budget
 from .models import Workload
 
 COMPONENT_COLOURS = {
@@ -59,64 +60,70 @@ class WorkloadAdmin(admin.ModelAdmin):
         return format_bytes(obj.peak_bytes) if obj.peak_bytes is not None else "—"
 
     @staticmethod
-    def _components(obj: Workload) -> dict[str, dict]:
-        return (obj.budget or {}).get("per_device", {}).get("components", {})
+    def _unreadable(stored: StoredBudget) -> SafeString:
+        """A stored budget that does not read, said so in red with the field it stopped at (escaped)."""
+        return format_html('<span class="unreadable-budget" style="color:#ba2121">{}</span>', stored.message)
 
     @admin.display(description="budget per device")
     def budget_bar(self, obj: Workload) -> SafeString | str:
-        components = self._components(obj)
-        total = sum(c["bytes"] for c in components.values()) or 1
+        stored = read_stored_budget(obj.budget)
+        if stored.budget is None:
+            return self._unreadable(stored) if stored.error is not None else "—"
+        per_device = stored.budget.per_device
+        shown = [c for c in per_device.components if c.bytes > 0]
+        total = sum(c.bytes for c in per_device.components) or 1
         segments = format_html_join(
             "",
             '<div title="{}: {}" style="width:{}%;background:{};height:100%;float:left"></div>',
             (
-                (name, format_bytes(c["bytes"]), f"{100 * c['bytes'] / total:.3f}", COMPONENT_COLOURS.get(name, "#999"))
-                for name, c in components.items()
-                if c["bytes"] > 0
+                (c.name, format_bytes(c.bytes), f"{100 * c.bytes / total:.3f}", COMPONENT_COLOURS.get(c.name, "#999"))
+                for c in shown
             ),
         )
         legend = format_html_join(
             " ",
             '<span style="white-space:nowrap"><span style="display:inline-block;width:.8em;height:.8em;'
             'background:{}"></span> {}</span>',
-            ((COMPONENT_COLOURS.get(name, "#999"), name) for name, c in components.items() if c["bytes"] > 0),
+            ((COMPONENT_COLOURS.get(c.name, "#999"), c.name) for c in shown),
         )
-        phase = (obj.budget or {}).get("per_device", {}).get("peak_phase", "")
         return format_html(
             '<div style="width:40em;height:1.6em;border:1px solid #888">{}</div><div>{}</div>'
             "<div>Peak {} set by phase <b>{}</b> (the stacked bar shows each component's own peak).</div>",
             segments,
             legend,
             self.peak(obj),
-            phase or "—",
+            per_device.peak_phase or "—",
         )
 
     @admin.display(description="components")
     def budget_table(self, obj: Workload) -> SafeString | str:
-        components = self._components(obj)
-        if not components:
-            return "—"
+        stored = read_stored_budget(obj.budget)
+        if stored.budget is None:
+            return self._unreadable(stored) if stored.error is not None else "—"
+        per_device = stored.budget.per_device
         rows = format_html_join(
             "",
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             (
-                (name, format_bytes(c["bytes"]), format_bytes(c["low"]), format_bytes(c["high"]), c.get("note", ""))
-                for name, c in components.items()
+                (c.name, format_bytes(c.bytes), format_bytes(c.low), format_bytes(c.high), c.note)
+                for c in per_device.components
             ),
         )
-        total = (obj.budget or {}).get("per_device", {}).get("total", {})
         return format_html(
             "<table><thead><tr><th>component</th><th>expected</th><th>low</th><th>high</th><th>note</th></tr>"
             "</thead><tbody>{}<tr><th>peak</th><th>{}</th><th>{}</th><th>{}</th><th></th></tr></tbody></table>",
             rows,
-            format_bytes(total.get("bytes", 0)),
-            format_bytes(total.get("low", 0)),
-            format_bytes(total.get("high", 0)),
+            format_bytes(per_device.total_bytes),
+            format_bytes(per_device.total_low_bytes),
+            format_bytes(per_device.total_high_bytes),
         )
 
     @admin.display(description="assumptions")
     def assumptions(self, obj: Workload) -> SafeString | str:
-        items = (obj.budget or {}).get("assumptions", [])
+        stored = read_stored_budget(obj.budget)
+        if stored.budget is None:
+            return self._unreadable(stored) if stored.error is not None else "—"
+        items = stored.budget.assumptions
         return format_html("<ul>{}</ul>", format_html_join("", "<li>{}</li>", ((a,) for a in items))) if items else "—"
 
     @admin.display(description="ranked configurations")

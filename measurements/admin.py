@@ -10,6 +10,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from budgets.engine.budget import StoredBudget, read_stored_budget
 from catalog.units import format_bytes
 
 from .chart import timeline_svg
@@ -19,6 +20,11 @@ from .services import ServiceError, node_usable_memory_bytes, program_validate_t
 
 def _size(value: int | None) -> str:
     return format_bytes(value) if value is not None else "—"
+
+
+def _unreadable(stored: StoredBudget) -> SafeString:
+    """A stored budget that does not read, said so in red with the field it stopped at (escaped)."""
+    return format_html('<span class="unreadable-budget" style="color:#ba2121">{}</span>', stored.message)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -80,8 +86,11 @@ class OrderAdmin(ReadOnlyAdmin):
     inlines = [JobInline, MeasurementInline]
 
     @admin.display(description="budget peak per device")
-    def budget_peak(self, obj: Order) -> str:
-        return _size(((obj.budget or {}).get("per_device") or {}).get("total", {}).get("bytes"))
+    def budget_peak(self, obj: Order) -> SafeString | str:
+        stored = read_stored_budget(obj.budget)
+        if stored.error is not None:
+            return _unreadable(stored)
+        return _size(stored.budget.per_device.total_bytes if stored.budget is not None else None)
 
     @admin.display(description="decision")
     def decision_sentence(self, obj: Order) -> str:
@@ -127,15 +136,19 @@ class MeasurementAdmin(ReadOnlyAdmin):
 
     @admin.display(description="memory timeline")
     def timeline_chart(self, obj: Measurement) -> SafeString:
-        budget = ((obj.budget or {}).get("per_device") or {}).get("total", {}).get("bytes")
+        stored = read_stored_budget(obj.budget)  # the budget line; none when there is none or it does not read
         usable = node_usable_memory_bytes(obj.node, obj.order.configuration)
-        svg = timeline_svg(
-            (obj.document or {}).get("timeline") or [],
-            budget_bytes=budget,
-            usable_bytes=usable,
-            title=f"measurement {obj.pk}: {obj.outcome}",
+        svg = mark_safe(  # measurements.chart escapes every text it writes
+            timeline_svg(
+                (obj.document or {}).get("timeline") or [],
+                budget_bytes=stored.budget.per_device.total_bytes if stored.budget is not None else None,
+                usable_bytes=usable,
+                title=f"measurement {obj.pk}: {obj.outcome}",
+            )
         )
-        return mark_safe(svg)  # measurements.chart escapes every text it writes
+        if stored.error is not None:
+            return format_html("<div>{} (no budget line drawn)</div>{}", _unreadable(stored), svg)
+        return svg
 
     @admin.display(description="peaks by view")
     def peaks_table(self, obj: Measurement) -> SafeString:

@@ -376,3 +376,32 @@ def read_budget(data: object) -> Budget:
         plan=dict(_object(data, "", "plan")),
         serving=None if serving is None else _serving(_object(data, "", "serving")),
     )
+
+
+UNREADABLE_BUDGET = "unreadable budget"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBudget:
+    """A stored budget as display code reads it (the admin, the API): ``budget`` when it reads through
+    :func:`read_budget`; ``error`` (the reader's message, naming the field) when it does not; both None when
+    nothing is stored."""
+
+    budget: Budget | None
+    error: str | None = None
+
+    @property
+    def message(self) -> str | None:
+        """``"unreadable budget: <field>: <why>"`` for a stored budget that does not read, else None."""
+        return None if self.error is None else f"{UNREADABLE_BUDGET}: {self.error}"
+
+
+def read_stored_budget(data: object) -> StoredBudget:
+    """:func:`read_budget` for display: None (nothing stored) is no budget, not an error; a budget that does not
+    read is a :class:`StoredBudget` with its ``error`` — never an exception, never a half-read dict."""
+    if data is None:
+        return StoredBudget(None)
+    try:
+        return StoredBudget(read_budget(data))
+    except BudgetReadError as exc:
+        return StoredBudget(None, str(exc))

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from rest_framework import serializers
 
+from budgets.engine.budget import read_stored_budget
 from budgets.models import Workload
 from catalog.api.serializers import NullableObjectField
 from catalog.models import Configuration
 
 from ..choices import FailureKind
 from ..models import AcceptanceJob, Measurement, Order, RegisteredProgram
+
+logger = logging.getLogger(__name__)
 
 
 class MeasurementSerializer(serializers.ModelSerializer):
@@ -88,7 +92,10 @@ class OrderSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
     workload = serializers.PrimaryKeyRelatedField(queryset=Workload.objects.none())
     configuration = serializers.SlugRelatedField(slug_field="slug", queryset=Configuration.objects.all())
-    budget_peak_bytes = serializers.SerializerMethodField()
+    budget_peak_bytes = serializers.SerializerMethodField(
+        help_text="The budget's expected peak per device (`budget.per_device.total.bytes`), bytes; null when the "
+        "stored `budget` does not read as the contract's budget object."
+    )
     acceptance = serializers.SerializerMethodField()
     decision = NullableObjectField(read_only=True, allow_null=True, help_text="The sentence and its numbers.")
 
@@ -106,7 +113,10 @@ class OrderSerializer(serializers.ModelSerializer):
             self.fields["workload"].queryset = Workload.objects.visible_to(request.user)  # type: ignore[attr-defined]
 
     def get_budget_peak_bytes(self, obj: Order) -> int | None:
-        return ((obj.budget or {}).get("per_device") or {}).get("total", {}).get("bytes")
+        stored = read_stored_budget(obj.budget)
+        if stored.error is not None:
+            logger.warning("order %s: unreadable stored budget: %s", obj.pk, stored.error)
+        return stored.budget.per_device.total_bytes if stored.budget is not None else None
 
     def get_acceptance(self, obj: Order) -> dict[str, float | None]:
         return {
