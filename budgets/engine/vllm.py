@@ -23,6 +23,7 @@ import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TypedDict
 
 from .budget import ServingPlan
 from .models import ModelSpec
@@ -294,20 +295,32 @@ def loaded_modules_bytes(profile: Profile) -> int:
     return profile.non_torch_tp1_bytes - (CUDA_CONTEXT_BYTES if profile.context_in_pool else 0)
 
 
+class _PlanInputs(TypedDict):
+    """What every serving plan reports, with a device figure or without."""
+
+    kv_bytes_per_token: int
+    kv_bytes_needed: int
+    device_memory_bytes: int | None
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    profile: str
+
+
 def serving_plan(p: PoolInputs, needed_bytes: int) -> ServingPlan:
     """The pool vLLM allocates, its tokens and concurrency, and whether vLLM starts at all."""
     profile = profile_for(p.version)
+    inputs: _PlanInputs = {
+        "kv_bytes_per_token": p.page_bytes_per_token,
+        "kv_bytes_needed": needed_bytes,
+        "device_memory_bytes": p.device_memory_bytes,
+        "max_model_len": p.max_model_len,
+        "max_num_seqs": p.max_num_seqs,
+        "max_num_batched_tokens": p.max_num_batched_tokens,
+        "profile": profile.name,
+    }
     if not p.device_memory_bytes:
-        return ServingPlan(
-            kv_bytes_per_token=p.page_bytes_per_token,
-            kv_bytes_needed=needed_bytes,
-            kv_pool_bytes=None,
-            device_memory_bytes=p.device_memory_bytes,
-            max_model_len=p.max_model_len,
-            max_num_seqs=p.max_num_seqs,
-            max_num_batched_tokens=p.max_num_batched_tokens,
-            profile=profile.name,
-        )
+        return ServingPlan(kv_pool_bytes=None, **inputs)
     graphs = CUDA_GRAPH_ESTIMATE_BYTES if profile.graphs_in_pool else 0
     kv = int(p.device_memory_bytes * p.utilization) - p.weights_bytes - p.activations_bytes
     kv -= non_torch_bytes(profile, p.tensor) + graphs
@@ -326,14 +339,8 @@ def serving_plan(p: PoolInputs, needed_bytes: int) -> ServingPlan:
         )
     per_longest = math.ceil(p.longest_request / p.block_tokens)
     return ServingPlan(
-        kv_bytes_per_token=p.page_bytes_per_token,
-        kv_bytes_needed=needed_bytes,
+        **inputs,
         kv_pool_bytes=max(kv, 0),
-        device_memory_bytes=p.device_memory_bytes,
-        max_model_len=p.max_model_len,
-        max_num_seqs=p.max_num_seqs,
-        max_num_batched_tokens=p.max_num_batched_tokens,
-        profile=profile.name,
         max_concurrent_sessions_at_max_request=blocks // per_longest,
         max_request_tokens_at_concurrency=(blocks // p.sessions) * p.block_tokens,
         kv_pool_tokens=blocks * p.block_tokens,
