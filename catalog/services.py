@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -35,6 +35,8 @@ from .units import UnitError, parse_memory
 CREATED, UPDATED, UNCHANGED = "created", "updated", "unchanged"
 
 DEFAULT_CATALOG_DIR = Path(settings.BASE_DIR) / "fixtures" / "catalog"
+
+_M = TypeVar("_M", bound=models.Model)  # one catalog model through an upsert
 
 
 class CatalogDataError(ValueError):
@@ -276,7 +278,15 @@ def catalog_row_update(instance: models.Model, fields: Mapping[str, Any]) -> Any
 # Upserts (loadcatalog): the services above, for the fields that differ
 
 
-def _same(model_field: models.Field, current: Any, wanted: Any) -> bool:
+def _concrete_field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
+    """``model``'s field ``name``; ``_split`` lets through only writable fields, never a relation's reverse side."""
+    model_field = model._meta.get_field(name)
+    if not isinstance(model_field, models.Field):
+        raise TypeError(f"{model.__name__}.{name} is not a field of its own ({type(model_field).__name__})")
+    return model_field
+
+
+def _same(model_field: models.Field[Any, Any], current: Any, wanted: Any) -> bool:
     if isinstance(model_field, models.ForeignKey):
         return current == (wanted.pk if wanted is not None else None)
     if wanted is None or current is None:
@@ -288,20 +298,20 @@ def _same(model_field: models.Field, current: Any, wanted: Any) -> bool:
 
 
 def _upsert(
-    model: type[models.Model],
+    model: type[_M],
     lookup: dict[str, Any],
     fields: dict[str, Any],
-    create: Callable[..., models.Model],
-    update: Callable[[models.Model, dict[str, Any]], models.Model],
+    create: Callable[..., _M],
+    update: Callable[[_M, dict[str, Any]], _M],
 ) -> UpsertResult:
-    instance = model.objects.filter(**lookup).first()
+    instance = model._default_manager.filter(**lookup).first()
     if instance is None:
         return UpsertResult(create(**lookup, **fields), CREATED)
     values, many = _split(model, fields)
     changed = [
         name
         for name, value in values.items()
-        if not _same(model._meta.get_field(name), getattr(instance, model._meta.get_field(name).attname), value)
+        if not _same(model_field := _concrete_field(model, name), getattr(instance, model_field.attname), value)
     ]
     changed += [
         name
@@ -372,7 +382,7 @@ FILES: list[tuple[str, str, type[models.Model], tuple[str, ...], dict[str, type[
     ("cuda_toolkits", "cuda_toolkits.json", CudaToolkit, ("version",), {}),
     ("pytorch_wheels", "pytorch_wheels.json", PyTorchWheel, ("torch_versions", "variant"), {}),
 ]
-_UPSERTS = {
+_UPSERTS: dict[str, Callable[..., UpsertResult]] = {
     "vendors": vendor_upsert,
     "precisions": precision_upsert,
     "architectures": architecture_upsert,
@@ -400,7 +410,8 @@ def _condition_fields(node: Any) -> list[str]:
         if isinstance(child, tuple):
             names.append(child[0].split("__", 1)[0])
             if isinstance(child[1], models.F):
-                names.append(child[1].name.split("__", 1)[0])
+                # F(name) keeps its argument as .name (django/db/models/expressions.py); django-stubs 6.1 leaves it out
+                names.append(child[1].name.split("__", 1)[0])  # type: ignore[attr-defined]
         else:
             names += _condition_fields(child)
     return list(dict.fromkeys(names))
@@ -427,9 +438,9 @@ def _validation_detail(exc: ValidationError, model: type[models.Model], values: 
 def _resolve(model: type[models.Model], slug: Any, field_name: str) -> models.Model | None:
     if slug is None:
         return None
-    found = model.objects.filter(slug=slug).first()
+    found = model._default_manager.filter(slug=slug).first()
     if found is None:
-        known = ", ".join(model.objects.order_by("slug").values_list("slug", flat=True)[:50])
+        known = ", ".join(model._default_manager.order_by("slug").values_list("slug", flat=True)[:50])
         raise CatalogDataError(f"{field_name}: unknown {model._meta.verbose_name} {slug!r} (known: {known or 'none'})")
     return found
 
@@ -505,7 +516,7 @@ def _prune(kind: str, stale_rows: list[models.Model], report: LoadReport) -> Non
 
 
 def catalog_load(
-    data: Mapping[str, list[Mapping[str, Any]]], *, dry_run: bool = False, prune: bool = False
+    data: Mapping[str, Sequence[Mapping[str, Any]]], *, dry_run: bool = False, prune: bool = False
 ) -> LoadReport:
     """Create or update every record in ``data`` (``{file name: records}``), in one transaction.
 
@@ -549,7 +560,7 @@ def catalog_load(
                 continue
             stale_rows = [
                 row
-                for row in model.objects.order_by("pk")
+                for row in model._default_manager.order_by("pk")
                 if tuple(getattr(row, k) for k in key_fields) not in seen_by_kind[kind]
             ]
             if stale_rows:

@@ -360,6 +360,7 @@ def acceptance_job_claim(job_id: int, node_name: str) -> ClaimedJob | None:
                                         "progress_percent"])  # fmt: skip
         except IntegrityError:  # job_one_running_per_node: this node already runs a job
             return None
+        assert job.node_id is not None  # the job was selected by node__name
         Node.objects.filter(pk=job.node_id).update(last_heartbeat_at=now)
         return ClaimedJob(
             job_id=job.pk,
@@ -663,7 +664,9 @@ def _latency_figures(
     measurement: Measurement, estimate: Callable[[Measurement], float | None] | None
 ) -> list[tuple[str, float, float]]:
     measured = (measurement.document.get("timing") or {}).get("ms_per_output_token")
-    estimated = estimate(measurement) if estimate is not None and measured else None
+    if estimate is None or not measured:
+        return []
+    estimated = estimate(measurement)
     return [(calibration.LATENCY_VIEW, float(measured), estimated)] if estimated else []
 
 

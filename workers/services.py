@@ -36,7 +36,7 @@ def node_configuration_match(inventory: NodeInventory) -> Configuration | None:
     A host-probe node matches the CPU-only configuration when there is exactly one, or exactly one
     for its CPU architecture.
     """
-    if inventory.probe == ProbeKind.HOST:
+    if inventory.probe == "host":
         cpu = list(Configuration.objects.filter(kind=ConfigurationKind.CPU))
         if len(cpu) > 1:
             cpu = [c for c in cpu if c.host_cpu_architecture == inventory.host.architecture]
@@ -75,10 +75,12 @@ def node_heartbeat_record(name: str, inventory: NodeInventory) -> Node:
     A new node is matched to a catalog configuration (see :func:`node_configuration_match`); an
     existing node keeps whatever configuration it has, so staff's assignment is never overwritten.
     """
-    if not name or len(name) > Node._meta.get_field("name").max_length:
+    max_length = Node._meta.get_field("name").max_length
+    assert max_length is not None, "Node.name is a CharField(max_length=128)"
+    if not name or len(name) > max_length:
         raise ValueError(f"node name {name!r} must be 1 to 128 characters; set VRAMPLAN_NODE_NAME.")
     values = {
-        "probe": ProbeKind.NVML if inventory.probe == ProbeKind.NVML else ProbeKind.HOST,
+        "probe": ProbeKind.NVML if inventory.probe == "nvml" else ProbeKind.HOST,
         "hostname": inventory.host.hostname[:255],
         "inventory": inventory.as_dict(),
         "device_count": inventory.device_count,

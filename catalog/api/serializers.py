@@ -89,7 +89,7 @@ class ArchitectureSerializer(WrittenByServices, serializers.ModelSerializer):
 
 
 class ArchitectureSummarySerializer(serializers.ModelSerializer):
-    vendor = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    vendor: serializers.SlugRelatedField[Vendor] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     compute_capability = serializers.CharField(read_only=True, allow_null=True)
 
     class Meta:

@@ -156,7 +156,7 @@ class OrderViewSet(
     def _order_for_upload(self, request: Request, pk: str | None) -> Order:
         header = request.headers.get("Authorization", "")
         if header.startswith(f"{UPLOAD_KEYWORD} "):
-            order = Order.objects.filter(pk=pk).first() if (pk or "").isdigit() else None
+            order = Order.objects.filter(pk=pk).first() if pk is not None and pk.isdigit() else None
             if order is None or not services.order_upload_token_matches(order, header[len(UPLOAD_KEYWORD) + 1 :]):
                 raise NotAuthenticated("The upload token is not valid for this order.")
             return order
