@@ -245,10 +245,12 @@ def acceptance_jobs_dispatch(*, now: datetime | None = None) -> int:
             status=JobStatus.QUEUED, node__isnull=False, dispatched_at__lt=now - timedelta(seconds=stale_after_s())
         )
         for job in unclaimed.select_related("node"):
-            if job.node.last_heartbeat_at and job.node.last_heartbeat_at >= now - timedelta(seconds=stale_after_s()):
+            node = job.node
+            assert node is not None  # the queryset asks for node__isnull=False
+            if node.last_heartbeat_at and node.last_heartbeat_at >= now - timedelta(seconds=stale_after_s()):
                 job.dispatched_at = now
                 job.save(update_fields=["dispatched_at"])
-                transaction.on_commit(partial(_send, job.pk, job.node.name))
+                transaction.on_commit(partial(_send, job.pk, node.name))
             else:  # its node went silent: let another node take it
                 job.node = None
                 job.dispatched_at = None
@@ -290,8 +292,9 @@ def acceptance_jobs_dispatch(*, now: datetime | None = None) -> int:
 def _free_nodes_by_configuration(busy: set[int], now: datetime) -> dict[int, list[Node]]:
     """Live nodes with no job, in name order, by configuration id (one query)."""
     free: dict[int, list[Node]] = {}
-    for node in live_nodes(now=now).exclude(pk__in=busy).exclude(configuration=None):
-        free.setdefault(node.configuration_id, []).append(node)
+    for node in live_nodes(now=now).exclude(pk__in=busy):
+        if node.configuration_id is not None:  # a node serving no configuration takes no job
+            free.setdefault(node.configuration_id, []).append(node)
     return free
 
 
