@@ -5,19 +5,23 @@ measurements the caller may see (``measurements.services.calibration_records``; 
 all), and calls the pure ``recommend.recommend``.
 
 The configuration views are kept per process (``catalog_views``) while the catalog stays the same: reading
-and building them is about half of a request over the full catalog.
+and building them is about half of a request over the full catalog. So are the calibration records of the
+measurements a caller may see (``acceptance_records``) while those measurements and the views stay the
+same: building them reads every visible measurement and budgets each measured order's latency, which grows
+with the measurements (100 of them: about 80 ms a request).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Count, Max, QuerySet
 
 from budgets.engine import Workload as WorkloadSpec
 from budgets.services import budget_compute, workload_validate
@@ -70,6 +74,8 @@ def catalog_views() -> tuple[ConfigurationView, ...]:
     if version is not None and entry is not None and entry[0] == version and now - entry[1] < VIEWS_MAX_AGE_S:
         return entry[2]
     views = tuple(configuration_views())
+    if entry is not None and entry[2] == views:
+        views = entry[2]  # the same views as before: keep them, so what was derived from them stays valid
     if version is not None:
         with _views_cache.lock:
             _views_cache.entry = (version, now, views)
@@ -101,11 +107,76 @@ def _latency_estimator(views: dict[str, ConfigurationView]):
     return estimate
 
 
+#: Visibility scopes (a user, or everything) whose calibration records this process keeps, least recently
+#: used dropped first.
+RECORDS_CACHE_SCOPES = 256
+
+
+class _RecordsCache:
+    """Calibration records per visibility scope, with what they were built from: the measurements'
+    fingerprint and the configuration views (held, so compared by identity)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.entries: OrderedDict[Any, tuple[tuple[int, int | None], tuple[ConfigurationView, ...], list]] = (
+            OrderedDict()
+        )
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+
+    def get(self, scope: Any, fingerprint: tuple[int, int | None], views: tuple[ConfigurationView, ...]):
+        with self.lock:
+            entry = self.entries.get(scope)
+            if entry is None or entry[0] != fingerprint or entry[1] is not views:
+                return None
+            self.entries.move_to_end(scope)
+            return entry[2]
+
+    def put(self, scope: Any, fingerprint: tuple[int, int | None], views: tuple[ConfigurationView, ...],
+            records: list[CalibrationRecord]) -> None:  # fmt: skip
+        with self.lock:
+            self.entries[scope] = (fingerprint, views, records)
+            self.entries.move_to_end(scope)
+            while len(self.entries) > RECORDS_CACHE_SCOPES:
+                self.entries.popitem(last=False)
+
+
+_records_cache = _RecordsCache()
+
+
+def _scope(user: Any | None) -> Any:
+    """Whose measurements ``user`` sees: everyone's (staff, the command line) or its own."""
+    return "all" if user is None or user.is_staff else ("user", user.pk)
+
+
 def acceptance_records(views: Iterable[ConfigurationView], user: Any | None) -> list[CalibrationRecord]:
     """Every calibration record of the measurements ``user`` may see (None: all), the latency view
-    compared with the recommender's roofline on ``views``."""
+    compared with the recommender's roofline on ``views``.
+
+    Kept per process and visibility scope while the visible measurements and ``views`` stay the same:
+    measurements and the orders and workloads they belong to are never edited, only added or deleted,
+    so their count and highest id (one query) change whenever the records would. Never kept from inside a
+    transaction (its rows may be rolled back), as the views are not.
+    """
+    views = tuple(views)
+    visible = _visible_measurements(user)
+    if connection.in_atomic_block:
+        return _build_records(views, visible)
+    numbers = visible.aggregate(count=Count("id"), top=Max("id"))
+    fingerprint = (int(numbers["count"]), numbers["top"])
+    scope = _scope(user)
+    records = _records_cache.get(scope, fingerprint, views)
+    if records is None:
+        records = _build_records(views, visible)
+        _records_cache.put(scope, fingerprint, views, records)
+    return records
+
+
+def _build_records(views: tuple[ConfigurationView, ...], visible: QuerySet[Measurement]) -> list[CalibrationRecord]:
     by_slug = {view.slug: view for view in views}
-    return calibration_records(_visible_measurements(user), estimate_ms_per_output_token=_latency_estimator(by_slug))
+    return calibration_records(visible, estimate_ms_per_output_token=_latency_estimator(by_slug))
 
 
 def calibration_for(spec: WorkloadSpec, views: Iterable[ConfigurationView], user: Any | None) -> Calibration:

@@ -1,0 +1,113 @@
+"""The recommender's per-process calibration records (``services.acceptance_records``): reused while the
+measurements a caller may see and the configuration views stay the same, rebuilt when either changes,
+kept per caller's scope, never kept from inside a transaction.
+
+Transactional tests: records are only kept outside a transaction, as in a request served by gunicorn.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.core.cache import cache
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from budgets.services import workload_create
+from catalog.models import Configuration
+from measurements import services as measurement_services
+from measurements.models import Measurement
+from recommendations import services
+from tests.measurements.helpers import TINY_CPU_WORKLOAD, cpu_configuration, measurement_document
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CPU_PEAKS = {"framework_allocated_bytes": 3 * 2**20, "host_rss_bytes": 200 * 2**20, "reasons": {}}
+
+
+@pytest.fixture(autouse=True)
+def empty_caches():
+    services._views_cache.clear()
+    services._records_cache.clear()
+    cache.clear()
+    yield
+    services._views_cache.clear()
+    services._records_cache.clear()
+
+
+@pytest.fixture
+def configuration() -> Configuration:
+    return cpu_configuration()
+
+
+def measured(owner, configuration: Configuration) -> Measurement:
+    """A new order of ``owner`` with one uploaded measurement."""
+    workload = workload_create(owner=owner, data=TINY_CPU_WORKLOAD)
+    order = measurement_services.order_create(owner=owner, workload=workload, configuration=configuration)
+    document = measurement_document(peaks=CPU_PEAKS, devices=[])
+    measurement, created = measurement_services.measurement_record(order, document, source="upload")
+    assert created
+    return measurement
+
+
+def measurement_ids(user) -> set[int]:
+    return {r.measurement_id for r in services.acceptance_records(services.catalog_views(), user)}
+
+
+def test_unchanged_records_are_reused_with_one_query(user, configuration) -> None:
+    first_measurement = measured(user, configuration)
+    views = services.catalog_views()
+    first = services.acceptance_records(views, user)
+    assert {r.measurement_id for r in first} == {first_measurement.pk}
+    with CaptureQueriesContext(connection) as captured:
+        again = services.acceptance_records(views, user)
+    assert again is first
+    assert len(captured.captured_queries) == 1, [q["sql"] for q in captured.captured_queries]  # the fingerprint
+
+
+def test_a_new_or_deleted_measurement_is_seen_by_the_next_call(user, configuration) -> None:
+    one = measured(user, configuration)
+    assert measurement_ids(user) == {one.pk}
+    two = measured(user, configuration)
+    assert measurement_ids(user) == {one.pk, two.pk}
+    one.order.delete()  # the order and its measurement go
+    assert measurement_ids(user) == {two.pk}
+    two.delete()
+    three = measured(user, configuration)  # as many as before, but another one
+    assert measurement_ids(user) == {three.pk}
+
+
+def test_each_caller_keeps_its_own_records_and_staff_see_everyones(user, other_user, staff_user, configuration):
+    mine, theirs = measured(user, configuration), measured(other_user, configuration)
+    assert measurement_ids(user) == {mine.pk}
+    assert measurement_ids(other_user) == {theirs.pk}
+    assert measurement_ids(staff_user) == measurement_ids(None) == {mine.pk, theirs.pk}
+    newer = measured(other_user, configuration)
+    assert measurement_ids(user) == {mine.pk}
+    assert measurement_ids(other_user) == {theirs.pk, newer.pk}
+    assert measurement_ids(staff_user) == {mine.pk, theirs.pk, newer.pk}
+
+
+def test_a_catalog_change_rebuilds_them_and_an_unchanged_rebuild_of_the_views_does_not(
+    user, configuration, monkeypatch
+) -> None:
+    measured(user, configuration)
+    first = services.acceptance_records(services.catalog_views(), user)
+    # the views are rebuilt after their maximum age; the same catalog gives the same views, and the records stay
+    now = services._clock()
+    monkeypatch.setattr(services, "_clock", lambda: now + services.VIEWS_MAX_AGE_S + 1)
+    assert services.acceptance_records(services.catalog_views(), user) is first
+    configuration.hourly_price_usd = Decimal("3.00")
+    configuration.save()
+    rebuilt = services.acceptance_records(services.catalog_views(), user)
+    assert rebuilt is not first and rebuilt == first  # built again from the new views (same figures here)
+
+
+def test_records_read_inside_a_transaction_are_not_kept(user, configuration) -> None:
+    kept = measured(user, configuration)
+    with transaction.atomic():
+        uncommitted = measured(user, configuration)
+        assert measurement_ids(user) == {kept.pk, uncommitted.pk}
+        transaction.set_rollback(True)
+    assert measurement_ids(user) == {kept.pk}
