@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -158,16 +158,40 @@ def pick_evidence(
     records: Iterable[CalibrationRecord], *, configuration: str, architecture: str, workload: WorkloadSummary
 ) -> Evidence:
     """The best evidence the measurements give for ``workload`` on ``configuration``."""
-    similar = [record for record in records if similar_workload(record.workload, workload)]
-    here = tuple(record for record in similar if record.configuration == configuration)
-    if here:
-        return Evidence(EvidenceLevel.MEASURED_HERE, here, _evidence_sentence(here, f"on {configuration}"))
-    kin = tuple(record for record in similar if record.architecture == architecture)
-    if kin:
-        return Evidence(
-            EvidenceLevel.MEASURED_ARCHITECTURE, kin, _evidence_sentence(kin, f"on other {architecture} configurations")
+    return EvidenceIndex.build(records, workload).pick(configuration, architecture)
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceIndex:
+    """The records of workloads similar to one workload, by configuration and by architecture (each in the
+    records' order): ``pick_evidence`` for every configuration of a catalog, reading the records once."""
+
+    by_configuration: Mapping[str, tuple[CalibrationRecord, ...]]
+    by_architecture: Mapping[str, tuple[CalibrationRecord, ...]]
+
+    @classmethod
+    def build(cls, records: Iterable[CalibrationRecord], workload: WorkloadSummary) -> EvidenceIndex:
+        by_configuration: dict[str, list[CalibrationRecord]] = defaultdict(list)
+        by_architecture: dict[str, list[CalibrationRecord]] = defaultdict(list)
+        for record in records:
+            if similar_workload(record.workload, workload):
+                by_configuration[record.configuration].append(record)
+                by_architecture[record.architecture].append(record)
+        return cls(
+            {k: tuple(v) for k, v in by_configuration.items()}, {k: tuple(v) for k, v in by_architecture.items()}
         )
-    return Evidence(EvidenceLevel.ESTIMATE_ONLY, (), "Estimate only: no acceptance measurement of a similar workload.")
+
+    def pick(self, configuration: str, architecture: str) -> Evidence:
+        """The best evidence for the workload on ``configuration`` (of ``architecture``)."""
+        here = self.by_configuration.get(configuration, ())
+        if here:
+            return Evidence(EvidenceLevel.MEASURED_HERE, here, _evidence_sentence(here, f"on {configuration}"))
+        kin = self.by_architecture.get(architecture, ())
+        if kin:
+            where = f"on other {architecture} configurations"
+            return Evidence(EvidenceLevel.MEASURED_ARCHITECTURE, kin, _evidence_sentence(kin, where))
+        none = "Estimate only: no acceptance measurement of a similar workload."
+        return Evidence(EvidenceLevel.ESTIMATE_ONLY, (), none)
 
 
 def _evidence_sentence(records: Sequence[CalibrationRecord], where: str) -> str:

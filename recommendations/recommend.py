@@ -20,11 +20,11 @@ from measurements.calibration import (
     LATENCY_VIEW,
     CalibrationRecord,
     Correction,
+    EvidenceIndex,
     EvidenceLevel,
     GroupKey,
     WorkloadSummary,
     build_calibration,
-    pick_evidence,
 )
 
 from .plans import ConfigurationView, Plan
@@ -51,11 +51,12 @@ class Calibration:
     records: tuple[CalibrationRecord, ...]
     corrections: Mapping[GroupKey, Correction]
     workload: WorkloadSummary
+    evidence: EvidenceIndex  # the records of similar workloads, for each configuration's evidence
 
     @classmethod
     def build(cls, records: Iterable[CalibrationRecord], workload: WorkloadSummary) -> Calibration:
         kept = tuple(records)
-        return cls(kept, build_calibration(kept), workload)
+        return cls(kept, build_calibration(kept), workload, EvidenceIndex.build(kept, workload))
 
     def corrections_for(self, architecture: str, view: str) -> Corrections:
         engine, task = self.workload.engine, self.workload.task
@@ -140,9 +141,7 @@ def _evidence(view: ConfigurationView, calibration: Calibration | None, outcome:
         level = EvidenceLevel.ESTIMATE_ONLY
         sentence = "Estimate only: no calibration given."
         return EvidenceInfo(level, level.label, sentence, (), correction, view.usable_source)
-    found = pick_evidence(
-        calibration.records, configuration=view.slug, architecture=view.architecture, workload=calibration.workload
-    )
+    found = calibration.evidence.pick(view.slug, view.architecture)
     measurements = tuple(
         {
             "measurement": r.measurement_id,

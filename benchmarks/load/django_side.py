@@ -5,7 +5,10 @@
 
 ``fixture`` is idempotent: it reuses the user, token, order and job of an earlier run. The job is
 started through ``measurements.services.acceptance_job_start`` on a GPU configuration that no node of
-this benchmark serves, so it is recorded at once (``failed``, ``no_node``) and never runs.
+this benchmark serves, so it is recorded at once (``failed``, ``no_node``) and never runs. It also gives
+the user ``MEASURED_ORDERS`` orders of the recommend workload, each with an uploaded measurement
+(``measurements.services.measurement_record``, as ``POST /orders/{id}/measurements/`` stores one): the
+recommendations the benchmark asks for are calibrated by them, as a customer's with a history would be.
 
 ``queries`` counts the SQL of one ``GET`` per catalog list (``?limit=500``, every row on one page) with
 ``CaptureQueriesContext``, on the catalog as loaded and again after copying every architecture,
@@ -15,6 +18,7 @@ rolled back: nothing is left behind.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sys
@@ -74,6 +78,59 @@ TINY_PROGRAM = {
 }
 
 
+#: Measured orders of the benchmark user (the recommend endpoint reads every one it may see to calibrate).
+MEASURED_ORDERS = 100
+
+
+def upload_document(index: int, device_used_bytes: int) -> dict[str, object]:
+    """A vramplan-measure document of a succeeded run that peaked at ``device_used_bytes`` per device."""
+    return {
+        "schema": "vramplan-measurement/1",
+        "run_id": f"loadbench-{index:05d}",
+        "outcome": "succeeded",
+        "exit_code": 0,
+        "signal": None,
+        "duration_seconds": 30.0,
+        "command": ["vllm", "serve"],
+        "peaks": {
+            "device_used_bytes": device_used_bytes,
+            "framework_allocated_bytes": int(device_used_bytes * 0.85),
+            "framework_reserved_bytes": int(device_used_bytes * 0.9),
+            "host_rss_bytes": 6 * 2**30,
+            "reasons": {},
+        },
+        "sampling": {"interval_s": 0.002, "device_samples": 15000, "max_gap_s": 0.004},
+        "devices": [{"index": 0, "uuid": f"GPU-{index}", "name": "loadbench"}],
+        "versions": {"python": "3.11.7"},
+        "conditions": {"tool": "vramplan-measure"},
+        "timing": {"ms_per_output_token": 25.0 + index % 7},
+    }
+
+
+def measured_orders(user) -> int:
+    """Up to ``MEASURED_ORDERS`` orders of the recommend workload (sessions 1 to 24) on the catalog's first
+    GPU configurations, each with one uploaded measurement at 90 % of its budget's peak; the count."""
+    from benchmarks.recommend_speed import WORKLOAD
+    from budgets.services import workload_create
+    from catalog.choices import ConfigurationKind
+    from catalog.models import Configuration
+    from measurements import services
+    from measurements.models import Measurement
+
+    have = Measurement.objects.filter(order__owner=user).count()
+    configurations = list(Configuration.objects.filter(kind=ConfigurationKind.GPU).order_by("slug")[:20])
+    for index in range(have, MEASURED_ORDERS):
+        data = copy.deepcopy(WORKLOAD)
+        data["name"] = f"loadbench-measured-{index}"
+        data["inference"]["concurrent_sessions"] = 1 + index % 24
+        workload = workload_create(owner=user, data=data)
+        order = services.order_create(owner=user, workload=workload, configuration=configurations[index % 20])
+        budget = order.budget or workload.budget
+        peak = int(budget["per_device"]["total"]["bytes"] * 0.9)
+        services.measurement_record(order, upload_document(index, peak), source="upload")
+    return Measurement.objects.filter(order__owner=user).count()
+
+
 def setup() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchmarks.load.settings")
     django.setup()
@@ -118,7 +175,9 @@ def fixture() -> dict[str, object]:
         workload = workload_create(owner=user, data=TINY_CPU_WORKLOAD)
         order = services.order_create(owner=user, workload=workload, configuration=configuration)
         job = services.acceptance_job_start(order)
-    return {"username": user.username, "token": token, "job_id": job.pk, "job_status": job.status}
+    measured = measured_orders(user)
+    return {"username": user.username, "token": token, "job_id": job.pk, "job_status": job.status,
+            "measurements": measured}  # fmt: skip
 
 
 def _double_catalog() -> None:

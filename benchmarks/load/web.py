@@ -173,6 +173,7 @@ def run_http(args: Any) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "gunicorn": {"workers": args.gunicorn_workers, "threads": args.gunicorn_threads},
         "wrk": {"connections": args.connections, "threads": args.wrk_threads, "duration_s": args.duration},
+        "measurements": fixture["measurements"],
     }
     if not args.no_queries:
         results["queries"] = django_json("queries", env)
@@ -225,7 +226,8 @@ def print_http(results: dict[str, Any]) -> None:
     kind = f"gthread, {g['threads']} threads each" if g["threads"] > 1 else "sync"
     print(f"HTTP: gunicorn {g['workers']} workers ({kind}); wrk {w['connections']} connections, "
           f"{w['threads']} threads, {w['duration_s']:.0f} s per endpoint; {results['cpus']} CPUs, load average "
-          f"{results['load_average_before'][0]:.2f} before, {results['load_average_after'][0]:.2f} after")  # fmt: skip
+          f"{results['load_average_before'][0]:.2f} before, {results['load_average_after'][0]:.2f} after; "
+          f"the benchmark user has {results['measurements']} measurements (recommend reads them)")  # fmt: skip
     print(f"{'endpoint':<16}{'request':<42}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'ratio':>7}"
           f"{'CPU ms':>8}  target")  # fmt: skip
     for r in results["endpoints"]:

@@ -13,6 +13,7 @@ from measurements.calibration import (
     LATENCY_VIEW,
     MIN_MEASUREMENTS,
     CalibrationRecord,
+    EvidenceIndex,
     EvidenceLevel,
     WorkloadSummary,
     apply_correction,
@@ -145,3 +146,37 @@ def test_evidence_prefers_this_configuration_then_its_architecture_then_the_esti
     evidence = pick_evidence([here, kin], configuration="h100-x1", architecture="hopper", workload=WORKLOAD)
     assert evidence.records == (here,)
     assert f"#{here.measurement_id}" in evidence.sentence and evidence.level.label == "measured_here"
+
+
+_shapes = st.tuples(
+    st.sampled_from(["h100-x1", "h100-x8", "h200-x8", "a100-x1", "mi300x-x8"]),
+    st.sampled_from([1, 4, 16, 32, 64]),
+    st.sampled_from([2048, 9216, 32768]),
+)
+
+
+@given(st.lists(_shapes, max_size=40))
+def test_the_index_picks_what_reading_every_record_for_each_configuration_picks(shapes) -> None:
+    """One index serves every configuration of a catalog: per configuration, the same level and records, in
+    the same order, as the plain definition (similar workloads; this configuration's, else its architecture's)."""
+    architecture_of = {"h100-x1": "hopper", "h100-x8": "hopper", "h200-x8": "hopper", "a100-x1": "ampere",
+                       "mi300x-x8": "cdna3"}  # fmt: skip
+    records = [
+        record(
+            1.0,
+            configuration=c,
+            architecture=architecture_of[c],
+            workload=replace(WORKLOAD, concurrent_sessions=n, request_tokens=t),
+        )
+        for c, n, t in shapes
+    ]
+    index = EvidenceIndex.build(records, WORKLOAD)
+    for configuration, architecture in architecture_of.items():
+        similar = [r for r in records if similar_workload(r.workload, WORKLOAD)]
+        here = tuple(r for r in similar if r.configuration == configuration)
+        kin = tuple(r for r in similar if r.architecture == architecture)
+        picked = index.pick(configuration, architecture)
+        expected = (EvidenceLevel.MEASURED_HERE, here) if here else (EvidenceLevel.MEASURED_ARCHITECTURE, kin)
+        if not here and not kin:
+            expected = (EvidenceLevel.ESTIMATE_ONLY, ())
+        assert (picked.level, picked.records) == expected
