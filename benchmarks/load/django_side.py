@@ -119,12 +119,15 @@ def measured_orders(user) -> int:
 
     have = Measurement.objects.filter(order__owner=user).count()
     configurations = list(Configuration.objects.filter(kind=ConfigurationKind.GPU).order_by("slug")[:20])
+    if not configurations:
+        raise SystemExit("the catalog has no GPU configuration; run manage.py loadcatalog")
     for index in range(have, MEASURED_ORDERS):
         data = copy.deepcopy(WORKLOAD)
         data["name"] = f"loadbench-measured-{index}"
         data["inference"]["concurrent_sessions"] = 1 + index % 24
         workload = workload_create(owner=user, data=data)
-        order = services.order_create(owner=user, workload=workload, configuration=configurations[index % 20])
+        configuration = configurations[index % len(configurations)]
+        order = services.order_create(owner=user, workload=workload, configuration=configuration)
         budget = order.budget or workload.budget
         peak = int(budget["per_device"]["total"]["bytes"] * 0.9)
         services.measurement_record(order, upload_document(index, peak), source="upload")
