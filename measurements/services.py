@@ -261,31 +261,27 @@ def acceptance_jobs_dispatch(*, now: datetime | None = None) -> int:
                 Q(status=JobStatus.RUNNING) | Q(status=JobStatus.QUEUED, node__isnull=False)
             ).values_list("node_id", flat=True)
         )
-        # The free live nodes, asked once per dispatch and grouped by configuration: only the waiting jobs
-        # of those configurations are read, and the walk ends once every free node has a job; a dispatch
-        # costs a few queries per free node, not one per waiting job.
-        free = _free_nodes_by_configuration(busy, now)
-        if not free:
-            return sent
-        waiting = (
-            AcceptanceJob.objects.select_for_update(skip_locked=True, of=("self",))
-            .filter(status=JobStatus.QUEUED, node__isnull=True, cancel_requested=False)
-            .filter(order__configuration_id__in=list(free))
-            .select_related("order")
-            .order_by("queued_at", "id")
-        )
-        for job in waiting:
-            node = _lock_free_node(free.get(job.order.configuration_id, []), busy)
-            if node is None:
-                if not any(free.values()):
+        # The free live nodes, asked once per dispatch and grouped by configuration; then, per configuration,
+        # only its oldest waiting jobs, as many as it has free nodes. A dispatch costs a few queries per free
+        # node, not one per waiting job, and locks only the jobs it can give out: dispatchers running at once
+        # (one per finished job) skip each other's rows and take the next ones.
+        for configuration_id, nodes in _free_nodes_by_configuration(busy, now).items():
+            waiting = (
+                AcceptanceJob.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(status=JobStatus.QUEUED, node__isnull=True, cancel_requested=False)
+                .filter(order__configuration_id=configuration_id)
+                .order_by("queued_at", "id")[: len(nodes)]
+            )
+            for job in waiting:
+                node = _lock_free_node(nodes, busy)
+                if node is None:
                     break
-                continue
-            busy.add(node.pk)
-            job.node = node
-            job.dispatched_at = now
-            job.save(update_fields=["node", "dispatched_at"])
-            transaction.on_commit(partial(_send, job.pk, node.name))
-            sent += 1
+                busy.add(node.pk)
+                job.node = node
+                job.dispatched_at = now
+                job.save(update_fields=["node", "dispatched_at"])
+                transaction.on_commit(partial(_send, job.pk, node.name))
+                sent += 1
     return sent
 
 

@@ -6,8 +6,10 @@ each of them.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -117,3 +119,37 @@ def test_a_silent_node_gets_no_job(api) -> None:
 
     assert services.acceptance_jobs_dispatch() == 0
     assert AcceptanceJob.objects.get(pk=jobs[0].pk).node is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_dispatchers_at_once_each_give_out_a_job(api) -> None:
+    """A dispatcher locks only the jobs it gives out: while one holds its transaction open, another (a second
+    worker's finished job) gives the next waiting job to the node that just came free."""
+    configuration = cpu_configuration()
+    jobs = waiting_jobs(order_on(api, configuration), 5)
+    first_node = live_node("n1", configuration)
+    dispatched, release = threading.Event(), threading.Event()
+    given: list[int] = []
+
+    def first_dispatcher() -> None:
+        try:
+            with transaction.atomic():
+                given.append(services.acceptance_jobs_dispatch())
+                dispatched.set()
+                release.wait(timeout=30)  # the transaction stays open, its rows locked
+        finally:
+            connection.close()  # this thread's own connection
+
+    thread = threading.Thread(target=first_dispatcher)
+    thread.start()
+    try:
+        assert dispatched.wait(timeout=30)
+        second_node = live_node("n2", configuration)
+        assert services.acceptance_jobs_dispatch() == 1
+        assert AcceptanceJob.objects.get(pk=jobs[1].pk).node == second_node
+    finally:
+        release.set()
+        thread.join(timeout=30)
+    assert given == [1]
+    assert AcceptanceJob.objects.get(pk=jobs[0].pk).node == first_node
+    assert AcceptanceJob.objects.filter(node=None).count() == 3
