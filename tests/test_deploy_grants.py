@@ -4,16 +4,18 @@ A scratch database of its own (a unique name; dropped, with its roles, at the en
 role as ``init.sh`` does, migrated and given the catalog by that owner (as the web's ``migrate`` and
 ``loadcatalog`` do). It is locked down beyond PostgreSQL's defaults — PUBLIC may neither connect to it nor
 use schema ``public`` — so that ``CONNECT`` and ``USAGE`` in grants.sql are needed too, not granted twice.
-Then ``psql ... -f grants.sql`` and ``psql ... -f node-role.sql`` as the superuser, and:
+Then ``psql ... -f grants.sql`` as the superuser (twice: the second run, as after a later migration, must
+take back what the file's first version granted too), ``psql ... -f node-role.sql``, and:
 
 * a real ``celery worker`` logged in as the node's own role registers its node, claims a queued acceptance
   job, reports progress, stores the measurement and decides the order, heartbeats when asked, and runs
   beat's reaper and heartbeat dispatch (node workers consume the default queue in production);
 * a GPU node's heartbeat (an 8-GPU NVML inventory, matched against the GPU catalog) runs as that role too;
 * that role is refused users, API tokens, sessions and the admin log, every catalog write but ``catalog_node``,
-  deletes, and creating tables.
+  new orders and jobs, changes to a stored measurement, deletes, and creating tables.
 
-Any ``permission denied`` in the worker's log fails the first test at once, with the log.
+A failed query in the worker's log (FAILURE_SIGNS) fails the first test at once, with the log; so does
+removing any privilege grants.sql gives but the catalog reads its comment names as unused.
 """
 
 from __future__ import annotations
@@ -153,6 +155,12 @@ def deployed() -> Iterator[Deployment]:
 
         granted = server.psql(database, GRANTS_SQL)
         assert granted.returncode == 0, f"{GRANTS_SQL} failed:\n{granted.stdout}\n{granted.stderr}"
+        with server.connect(database) as conn:  # what the file's first version also granted; taken back below
+            group = sql.Identifier(GROUP_ROLE)
+            conn.execute(sql.SQL("GRANT INSERT ON measurements_order, measurements_acceptancejob TO {}").format(group))
+            conn.execute(sql.SQL("GRANT UPDATE ON measurements_measurement TO {}").format(group))
+        granted = server.psql(database, GRANTS_SQL)  # again, as after a later migration
+        assert granted.returncode == 0, f"{GRANTS_SQL} failed the second time:\n{granted.stdout}\n{granted.stderr}"
         created = server.psql(database, NODE_ROLE_SQL, NODE_DB_USER=node_role, NODE_DB_PASSWORD=node_password)
         assert created.returncode == 0, f"{NODE_ROLE_SQL} failed:\n{created.stdout}\n{created.stderr}"
 
@@ -224,8 +232,8 @@ def node_worker(deployed: Deployment, tmp_path: Path) -> Iterator[NodeWorker]:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=15)
-    nodes = [row[0] for row in deployed.query("SELECT name FROM catalog_node")]
-    delete_queue_keys(queue, *(tasks.node_queue(node) for node in nodes))
+    nodes = {name, *(row[0] for row in deployed.query("SELECT name FROM catalog_node"))}  # name: even unregistered
+    delete_queue_keys(queue, *(tasks.node_queue(node) for node in sorted(nodes)))
     drop_orphan_deadline(PIDBOX_EXCHANGE)
     print(f"--- log of worker {name} (exit {process.returncode}) ---\n{worker.log()}")
 
@@ -347,8 +355,14 @@ DENIED = [
     ("UPDATE catalog_configuration SET driver_version = ''", "catalog_configuration"),
     ("INSERT INTO catalog_vendor DEFAULT VALUES", "catalog_vendor"),
     ("DELETE FROM catalog_architecture", "catalog_architecture"),
+    ("UPDATE catalog_cudatoolkit SET min_driver_linux = ''", "catalog_cudatoolkit"),
     ("UPDATE measurements_registeredprogram SET argv_template = '[\"sh\"]'", "measurements_registeredprogram"),
     ("UPDATE budgets_workload SET name = ''", "budgets_workload"),
+    # No orders or jobs of its own making, no stored measurement changed (re-running grants.sql took back
+    # what its first version granted).
+    ("INSERT INTO measurements_order DEFAULT VALUES", "measurements_order"),
+    ("INSERT INTO measurements_acceptancejob DEFAULT VALUES", "measurements_acceptancejob"),
+    ("UPDATE measurements_measurement SET outcome = 'succeeded'", "measurements_measurement"),
     # No deletes where it may write.
     ("DELETE FROM catalog_node", "catalog_node"),
     ("DELETE FROM measurements_measurement", "measurements_measurement"),
