@@ -331,10 +331,17 @@ def acceptance_job_claim(job_id: int, node_name: str) -> ClaimedJob | None:
 
     A duplicate delivery finds the row already running (or final) and does nothing. A job whose
     attempts are used up ends ``interrupted`` instead of running again.
+
+    The claim waits for the row's lock rather than skipping it: a concurrent dispatcher's locking read of
+    waiting jobs can hold this row to the end of its transaction without taking it (PostgreSQL keeps the lock
+    of a row that it locked and then found no longer matching), and a claim that skipped it would drop the
+    delivery and idle the node until the message is re-sent, three heartbeat periods later. The
+    transactions that lock waiting jobs (dispatch, reap) are short and wait for no lock themselves, so the
+    wait is short and cannot deadlock.
     """
     with transaction.atomic():
         job = (
-            AcceptanceJob.objects.select_for_update(skip_locked=True, of=("self",))
+            AcceptanceJob.objects.select_for_update(of=("self",))
             .select_related("order__workload", "order__configuration", "program", "node")
             .filter(pk=job_id, status=JobStatus.QUEUED, node__name=node_name)
             .first()

@@ -153,3 +153,35 @@ def test_two_dispatchers_at_once_each_give_out_a_job(api) -> None:
     assert given == [1]
     assert AcceptanceJob.objects.get(pk=jobs[0].pk).node == first_node
     assert AcceptanceJob.objects.filter(node=None).count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_waits_for_a_dispatcher_that_holds_its_row_instead_of_dropping_the_delivery(api) -> None:
+    """A dispatcher's locking read of waiting jobs can keep a row locked to the end of its transaction
+    without taking it; the node's worker, delivered that job meanwhile, must still claim it."""
+    configuration = cpu_configuration()
+    (job,) = waiting_jobs(order_on(api, configuration), 1)
+    node = live_node("n1", configuration)
+    assert services.acceptance_jobs_dispatch() == 1
+    locked, release = threading.Event(), threading.Event()
+
+    def dispatcher_holding_the_row() -> None:
+        try:
+            with transaction.atomic():
+                list(AcceptanceJob.objects.select_for_update().filter(pk=job.pk))
+                locked.set()
+                release.wait(timeout=30)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=dispatcher_holding_the_row)
+    thread.start()
+    try:
+        assert locked.wait(timeout=30)
+        threading.Timer(0.5, release.set).start()
+        claimed = services.acceptance_job_claim(job.pk, node.name)
+    finally:
+        release.set()
+        thread.join(timeout=30)
+    assert claimed is not None and claimed.attempt == 1
+    assert AcceptanceJob.objects.get(pk=job.pk).status == "running"
