@@ -37,11 +37,10 @@ without a measurement), duplicated (a second measurement for a job or its order)
 not their job's measurement, retried jobs, jobs per node and per program. ``--program tiny`` (default): each
 job runs ``loadbench-tiny``, a staff program the benchmark registers in its own database (a Python one-liner
 holding 16 MiB for 0.25 s; no torch), in a real child under the real sampler, and stores a real measurement
-(host RSS about 28 MB) that accepts its order. Measured 2026-12-01 under other load (load average 1.4 to
-3.3, 2 cores) with ``python -m benchmarks.load --part jobs --jobs 1000``: 1,000 jobs, 4 workers, 1.84
-jobs/s (543 s), succeeded 1000, lost 0, duplicated 0, decision inconsistent 0, retried 0; each run takes
-about 0.45 s; the gap between jobs on a node fell from about 2 s with 800+ waiting to 0.5 s at the end,
-likely ``acceptance_jobs_dispatch``, which after each finish queries a free node for every waiting job.
+(host RSS about 28 MB) that accepts its order. Measured 2026-12-01 on the quiet machine (2 cores) with
+``python -m benchmarks.load --part jobs --jobs 1000``: 1,000 jobs, 4 workers, 9.77 jobs/s (102 s), succeeded
+1000, lost 0, duplicated 0, decision inconsistent 0, retried 0, 250 jobs per node (README, "Load", for the
+dispatch changes that took it from 1.84 jobs/s).
 ``--program synthetic``: the built-in synthetic workload, whose child imports torch and runs the model
 (about 3.5 s of CPU per job: 40 jobs, 4 workers, 0.196 jobs/s, lost 0, duplicated 0; ``--jobs 40`` takes
 about four minutes).
