@@ -107,9 +107,10 @@ def _latency_estimator(views: dict[str, ConfigurationView]):
     return estimate
 
 
-#: Visibility scopes (a user, or everything) whose calibration records this process keeps, least recently
-#: used dropped first.
-RECORDS_CACHE_SCOPES = 256
+#: How many calibration records this process keeps, over every visibility scope (a user, or everything);
+#: the least recently used scopes are dropped first (one scope is kept whatever its size). A record holds about
+#: 370 B (tracemalloc, 331 records of the load benchmark's user), so the bound is about 18 MB per process.
+RECORDS_CACHE_MAX_RECORDS = 50_000
 
 
 class _RecordsCache:
@@ -121,10 +122,12 @@ class _RecordsCache:
         self.entries: OrderedDict[Any, tuple[tuple[int, int | None], tuple[ConfigurationView, ...], list]] = (
             OrderedDict()
         )
+        self.size = 0  # records held, over every scope
 
     def clear(self) -> None:
         with self.lock:
             self.entries.clear()
+            self.size = 0
 
     def get(self, scope: Any, fingerprint: tuple[int, int | None], views: tuple[ConfigurationView, ...]):
         with self.lock:
@@ -137,10 +140,14 @@ class _RecordsCache:
     def put(self, scope: Any, fingerprint: tuple[int, int | None], views: tuple[ConfigurationView, ...],
             records: list[CalibrationRecord]) -> None:  # fmt: skip
         with self.lock:
+            replaced = self.entries.pop(scope, None)
+            if replaced is not None:
+                self.size -= len(replaced[2])
             self.entries[scope] = (fingerprint, views, records)
-            self.entries.move_to_end(scope)
-            while len(self.entries) > RECORDS_CACHE_SCOPES:
-                self.entries.popitem(last=False)
+            self.size += len(records)
+            while self.size > RECORDS_CACHE_MAX_RECORDS and len(self.entries) > 1:
+                _, dropped = self.entries.popitem(last=False)
+                self.size -= len(dropped[2])
 
 
 _records_cache = _RecordsCache()

@@ -111,3 +111,16 @@ def test_records_read_inside_a_transaction_are_not_kept(user, configuration) -> 
         assert measurement_ids(user) == {kept.pk, uncommitted.pk}
         transaction.set_rollback(True)
     assert measurement_ids(user) == {kept.pk}
+
+
+def test_the_least_recently_used_scopes_go_when_the_records_exceed_the_bound(user, other_user, configuration,
+                                                                              monkeypatch) -> None:  # fmt: skip
+    measured(user, configuration)
+    measured(other_user, configuration)
+    mine = services.acceptance_records(services.catalog_views(), user)
+    monkeypatch.setattr(services, "RECORDS_CACHE_MAX_RECORDS", len(mine))  # room for one scope's records
+    theirs = services.acceptance_records(services.catalog_views(), other_user)
+    assert services._records_cache.size == len(theirs)
+    assert services.acceptance_records(services.catalog_views(), other_user) is theirs  # kept
+    again = services.acceptance_records(services.catalog_views(), user)  # dropped: built again
+    assert again is not mine and again == mine
