@@ -17,6 +17,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -26,7 +27,7 @@ from django.db.models import Count, Max, QuerySet
 from budgets.engine import Workload as WorkloadSpec
 from budgets.services import budget_compute, workload_validate
 from catalog.selectors import catalog_version
-from measurements.calibration import CalibrationRecord
+from measurements.calibration import CalibrationRecord, WorkloadSummary
 from measurements.models import Measurement
 from measurements.services import calibration_records, workload_summary
 
@@ -113,41 +114,82 @@ def _latency_estimator(views: dict[str, ConfigurationView]):
 RECORDS_CACHE_MAX_RECORDS = 50_000
 
 
+#: Calibrations (the records grouped into corrections and indexed for evidence) kept per scope's records,
+#: one per workload summary, least recently used dropped first.
+CALIBRATIONS_PER_SCOPE = 16
+
+
+@dataclass
+class _Kept:
+    fingerprint: tuple[int, int | None]  # the visible measurements' count and highest id
+    views: tuple[ConfigurationView, ...]  # held, so compared by identity
+    records: list[CalibrationRecord]
+    calibrations: OrderedDict[WorkloadSummary, Calibration] = field(default_factory=OrderedDict)
+
+
 class _RecordsCache:
-    """Calibration records per visibility scope, with what they were built from: the measurements'
-    fingerprint and the configuration views (held, so compared by identity)."""
+    """Calibration records per visibility scope, with what they were built from, and the calibrations
+    built from them."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.entries: OrderedDict[Any, tuple[tuple[int, int | None], tuple[ConfigurationView, ...], list]] = (
-            OrderedDict()
-        )
+        self.entries: OrderedDict[Any, _Kept] = OrderedDict()
+        self.scope_of: dict[int, Any] = {}  # id(records) → scope, for the records held
         self.size = 0  # records held, over every scope
 
     def clear(self) -> None:
         with self.lock:
             self.entries.clear()
+            self.scope_of.clear()
             self.size = 0
 
     def get(self, scope: Any, fingerprint: tuple[int, int | None], views: tuple[ConfigurationView, ...]):
         with self.lock:
-            entry = self.entries.get(scope)
-            if entry is None or entry[0] != fingerprint or entry[1] is not views:
+            kept = self.entries.get(scope)
+            if kept is None or kept.fingerprint != fingerprint or kept.views is not views:
                 return None
             self.entries.move_to_end(scope)
-            return entry[2]
+            return kept.records
 
     def put(self, scope: Any, fingerprint: tuple[int, int | None], views: tuple[ConfigurationView, ...],
             records: list[CalibrationRecord]) -> None:  # fmt: skip
         with self.lock:
-            replaced = self.entries.pop(scope, None)
-            if replaced is not None:
-                self.size -= len(replaced[2])
-            self.entries[scope] = (fingerprint, views, records)
+            self._drop(scope)
+            self.entries[scope] = _Kept(fingerprint, views, records)
+            self.scope_of[id(records)] = scope
             self.size += len(records)
             while self.size > RECORDS_CACHE_MAX_RECORDS and len(self.entries) > 1:
-                _, dropped = self.entries.popitem(last=False)
-                self.size -= len(dropped[2])
+                self._drop(next(iter(self.entries)))
+
+    def _drop(self, scope: Any) -> None:
+        kept = self.entries.pop(scope, None)
+        if kept is not None:
+            self.size -= len(kept.records)
+            del self.scope_of[id(kept.records)]
+
+    def _kept(self, records: list[CalibrationRecord]) -> _Kept | None:
+        kept = self.entries.get(self.scope_of.get(id(records)))
+        return kept if kept is not None and kept.records is records else None
+
+    def calibration(self, records: list[CalibrationRecord], summary: WorkloadSummary) -> Calibration | None:
+        with self.lock:
+            kept = self._kept(records)
+            found = kept.calibrations.get(summary) if kept is not None else None
+            if kept is not None and found is not None:
+                kept.calibrations.move_to_end(summary)
+            return found
+
+    def keep_calibration(self, records: list[CalibrationRecord], summary: WorkloadSummary,
+                         calibration: Calibration) -> None:  # fmt: skip
+        """Keep ``calibration`` beside ``records`` if they are kept (records read inside a transaction, or
+        dropped since, are not)."""
+        with self.lock:
+            kept = self._kept(records)
+            if kept is None:
+                return
+            kept.calibrations[summary] = calibration
+            while len(kept.calibrations) > CALIBRATIONS_PER_SCOPE:
+                kept.calibrations.popitem(last=False)
 
 
 _records_cache = _RecordsCache()
@@ -187,8 +229,18 @@ def _build_records(views: tuple[ConfigurationView, ...], visible: QuerySet[Measu
 
 
 def calibration_for(spec: WorkloadSpec, views: Iterable[ConfigurationView], user: Any | None) -> Calibration:
+    """The calibration of ``spec``'s recommendations from the measurements ``user`` may see.
+
+    Building it reads every record (a few µs each); it is kept beside the records it was built from, per
+    workload summary, for as long as they are kept (``acceptance_records``).
+    """
     records = acceptance_records(views, user)
-    return Calibration.build(records, workload_summary(spec.model_dump(mode="json", exclude_none=False)))
+    summary = workload_summary(spec.model_dump(mode="json", exclude_none=False))
+    calibration = _records_cache.calibration(records, summary)
+    if calibration is None:
+        calibration = Calibration.build(records, summary)
+        _records_cache.keep_calibration(records, summary, calibration)
+    return calibration
 
 
 def recommend_for(

@@ -124,3 +124,23 @@ def test_the_least_recently_used_scopes_go_when_the_records_exceed_the_bound(use
     assert services.acceptance_records(services.catalog_views(), other_user) is theirs  # kept
     again = services.acceptance_records(services.catalog_views(), user)  # dropped: built again
     assert again is not mine and again == mine
+
+
+def test_a_calibration_is_kept_beside_its_records_per_workload(user, configuration) -> None:
+    from budgets.services import workload_validate
+
+    measured(user, configuration)
+    views = services.catalog_views()
+    tiny = workload_validate(TINY_CPU_WORKLOAD)
+    larger = workload_validate({**TINY_CPU_WORKLOAD, "inference": {**TINY_CPU_WORKLOAD["inference"],
+                                                                   "concurrent_sessions": 64}})  # fmt: skip
+    first = services.calibration_for(tiny, views, user)
+    assert services.calibration_for(tiny, views, user) is first
+    other = services.calibration_for(larger, views, user)
+    assert other is not first and other.workload != first.workload
+    assert first.evidence.by_configuration and not other.evidence.by_configuration  # 2 vs 64 sessions: unlike
+    measured(user, configuration)
+    rebuilt = services.calibration_for(tiny, views, user)
+    assert rebuilt is not first and len(rebuilt.records) == 2 * len(first.records)
+    with transaction.atomic():
+        assert services.calibration_for(tiny, views, user) is not services.calibration_for(tiny, views, user)
