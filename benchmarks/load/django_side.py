@@ -2,6 +2,7 @@
 
     python -m benchmarks.load.django_side fixture   # the benchmark user, its token, an order and a job: JSON
     python -m benchmarks.load.django_side queries   # queries per catalog list request at two catalog sizes: JSON
+    python -m benchmarks.load.django_side calibration  # what recommend's calibration costs the user: JSON
 
 ``fixture`` is idempotent: it reuses the user, token, order and job of an earlier run. The job is
 started through ``measurements.services.acceptance_job_start`` on a GPU configuration that no node of
@@ -259,12 +260,57 @@ def queries() -> dict[str, object]:
     }
 
 
+def calibration() -> dict[str, object]:
+    """Median milliseconds, in this process, of what a recommend request spends on calibration for the
+    benchmark user: the records built from every measurement it may see, against the check that finds
+    them kept (one query); the calibration built from them, against found kept; and the pure ranking of the
+    full catalog with it (top 10)."""
+    import statistics
+    import time
+
+    from benchmarks.recommend_speed import WORKLOAD
+    from budgets.services import workload_validate
+    from measurements.services import workload_summary
+    from recommendations import services
+    from recommendations.recommend import Calibration, recommend
+
+    user, _ = benchmark_user()
+    spec = workload_validate(WORKLOAD)
+    views = services.catalog_views()
+    summary = workload_summary(spec.model_dump(mode="json", exclude_none=False))
+    visible = services._visible_measurements(user)
+
+    def median_ms(call, repeat: int = 20) -> float:
+        call()
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            call()
+            times.append((time.perf_counter() - start) * 1000)
+        return round(statistics.median(times), 2)
+
+    records = services.acceptance_records(views, user)
+    kept = services.calibration_for(spec, views, user)
+    return {
+        "measurements": visible.count(),
+        "records": len(records),
+        "records_built_ms": median_ms(lambda: services._build_records(tuple(views), visible), repeat=5),
+        "records_kept_ms": median_ms(lambda: services.acceptance_records(views, user)),
+        "calibration_built_ms": median_ms(lambda: Calibration.build(records, summary)),
+        "calibration_kept_ms": median_ms(lambda: services.calibration_for(spec, views, user)),
+        "recommend_top10_ms": median_ms(lambda: recommend(spec, list(views), kept, 10)),
+    }
+
+
+STEPS = {"fixture": fixture, "queries": queries, "calibration": calibration}
+
+
 def main(argv: list[str]) -> int:
-    if argv not in (["fixture"], ["queries"]):
+    if len(argv) != 1 or argv[0] not in STEPS:
         print(__doc__, file=sys.stderr)
         return 2
     setup()
-    result = fixture() if argv == ["fixture"] else queries()
+    result = STEPS[argv[0]]()
     print(json.dumps(result))
     return 0
 

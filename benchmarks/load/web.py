@@ -177,6 +177,7 @@ def run_http(args: Any) -> dict[str, Any]:
     }
     if not args.no_queries:
         results["queries"] = django_json("queries", env)
+    results["calibration"] = django_json("calibration", env)
     with tempfile.TemporaryDirectory(prefix="vramplan-load-") as tmp:
         folder = Path(tmp)
         server = start_gunicorn(env, args.gunicorn_workers, args.gunicorn_threads, folder)
@@ -237,6 +238,13 @@ def print_http(results: dict[str, Any]) -> None:
         cpu = f"{r['cpu_ms_per_request']:.2f}" if r["cpu_ms_per_request"] is not None else "—"
         print(f"{r['endpoint']:<16}{r['request']:<42}{r['rps']:>9.1f}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}"
               f"{r['errors']:>8}{r['ratio']:>7.2f}{cpu:>8}  {verdict}")  # fmt: skip
+    c = results.get("calibration")
+    if c:
+        print(f"Calibration of the benchmark user's recommendations ({c['measurements']} measurements, "
+              f"{c['records']} records; median ms in one process): records built {c['records_built_ms']}, "
+              f"found kept {c['records_kept_ms']} (one query); calibration built {c['calibration_built_ms']}, "
+              f"found kept {c['calibration_kept_ms']}; ranking the full catalog with it (top 10) "
+              f"{c['recommend_top10_ms']}")  # fmt: skip
     queries = results.get("queries")
     if queries:
         print("Queries per catalog list request (?limit=500: every row on one page), at two catalog sizes:")

@@ -72,6 +72,9 @@ def test_the_load_benchmark_runs_small_and_reports_no_errors(transactional_db, t
     rps, p50, p99, errors, ratio = ping.groups()
     assert float(rps) > 0 and 0 < float(p50) <= float(p99)
     assert int(errors) == 0 and float(ratio) == 1.0
+    calibration = re.search(r"^Calibration of the benchmark user's recommendations \((\d+) measurements, (\d+) records",
+                            output, re.M)  # fmt: skip
+    assert calibration and int(calibration.group(1)) == 100 and int(calibration.group(2)) > 0, output
     for name in ("architectures", "accelerators", "configurations", "nodes"):
         counts = re.search(rf"^{name}\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+within \(constant\)$", output, re.M)
         assert counts, f"{name}: {output}"
