@@ -8,7 +8,7 @@ The configuration views are kept per process (``catalog_views``) while the catal
 and building them is about half of a request over the full catalog. So are the calibration records of the
 measurements a caller may see (``acceptance_records``) while those measurements and the views stay the
 same: building them reads every visible measurement and budgets each measured order's latency, which grows
-with the measurements (100 of them: about 80 ms a request).
+with the measurements (100 of them: 99 ms a request; ``python -m benchmarks.load --part http`` prints it).
 """
 
 from __future__ import annotations

@@ -333,10 +333,10 @@ X_FRAME_OPTIONS = "DENY"
 # longest timeline (5,000 points) about 0.2 MB.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2**20, minimum=1024)
 
-# The web process's cyclic garbage collector (vramplan.wsgi): objects allocated, net, between two young
-# collections. Python's 700 suits small scripts; a recommendation allocates about 100,000 short-lived
-# objects, so at 700 a request ran ~140 young collections and, through them, full ones over every live
-# object of Django and the catalog. 0 leaves Python's default. Figures: README, "Operating vramplan".
+# The web process's cyclic garbage collector (vramplan.wsgi): the net count of new container objects between
+# two young collections. At Python's 700, ranking the full catalog for a recommendation ran about 7 young
+# collections, and a full one (over every live object) every ~16 rankings; at 50,000, none in 50 rankings
+# (`python -m benchmarks.load --part http` prints "Garbage collections per ranking"). 0 keeps Python's 700.
 WEB_GC_GEN0_THRESHOLD = env_int("WEB_GC_GEN0_THRESHOLD", 50_000)
 
 # Model presets for the budget engine (read by budgets.engine through this environment variable).

@@ -13,10 +13,9 @@ application = get_wsgi_application()
 
 def tune_garbage_collector(gen0_threshold: int) -> None:
     """Leave what start-up built (modules, settings, URL patterns) out of every later collection
-    (``gc.freeze``), and collect the young generation every ``gen0_threshold`` net allocations instead of
-    every 700 (``settings.WEB_GC_GEN0_THRESHOLD``; 0 keeps Python's thresholds). Memory held by cyclic
-    garbage grows by at most that many objects, a few MB; a request's cost no longer includes scans of
-    every long-lived object."""
+    (``gc.freeze``), and collect the young generation every ``gen0_threshold`` net new container objects
+    instead of every 700 (``settings.WEB_GC_GEN0_THRESHOLD``; 0 keeps Python's thresholds). Cyclic
+    garbage waits at most that many objects longer, a few MB; requests pay for fewer collections."""
     gc.collect()
     gc.freeze()
     if gen0_threshold > 0:

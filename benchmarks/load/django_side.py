@@ -264,7 +264,9 @@ def calibration() -> dict[str, object]:
     """Median milliseconds, in this process, of what a recommend request spends on calibration for the
     benchmark user: the records built from every measurement it may see, against the check that finds
     them kept (one query); the calibration built from them, against found kept; and the pure ranking of the
-    full catalog with it (top 10)."""
+    full catalog with it (top 10), with the garbage collections it causes at Python's young-generation
+    threshold (700) and at the web process's (``WEB_GC_GEN0_THRESHOLD``)."""
+    import gc
     import statistics
     import time
 
@@ -291,6 +293,29 @@ def calibration() -> dict[str, object]:
 
     records = services.acceptance_records(views, user)
     kept = services.calibration_for(spec, views, user)
+
+    def collections_per_ranking(gen0_threshold: int, repeat: int = 50) -> list[float]:
+        """Garbage collections (young, middle, full) per ranking at this young-generation threshold."""
+        counts = [0, 0, 0]
+
+        def count(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                counts[info["generation"]] += 1
+
+        before = gc.get_threshold()
+        gc.set_threshold(gen0_threshold, before[1], before[2])
+        gc.callbacks.append(count)
+        try:
+            for _ in range(repeat):
+                recommend(spec, list(views), kept, 10)
+        finally:
+            gc.callbacks.remove(count)
+            gc.set_threshold(*before)
+        return [round(n / repeat, 3) for n in counts]
+
+    from django.conf import settings
+
+    tuned = settings.WEB_GC_GEN0_THRESHOLD or 700
     return {
         "measurements": visible.count(),
         "records": len(records),
@@ -299,6 +324,7 @@ def calibration() -> dict[str, object]:
         "calibration_built_ms": median_ms(lambda: Calibration.build(records, summary)),
         "calibration_kept_ms": median_ms(lambda: services.calibration_for(spec, views, user)),
         "recommend_top10_ms": median_ms(lambda: recommend(spec, list(views), kept, 10)),
+        "gc_collections_per_ranking": {"700": collections_per_ranking(700), str(tuned): collections_per_ranking(tuned)},
     }
 
 

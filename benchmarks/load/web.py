@@ -245,6 +245,9 @@ def print_http(results: dict[str, Any]) -> None:
               f"found kept {c['records_kept_ms']} (one query); calibration built {c['calibration_built_ms']}, "
               f"found kept {c['calibration_kept_ms']}; ranking the full catalog with it (top 10) "
               f"{c['recommend_top10_ms']}")  # fmt: skip
+        gcs = "; ".join(f"threshold {t}: {n[0]} young, {n[1]} middle, {n[2]} full"
+                        for t, n in c["gc_collections_per_ranking"].items())  # fmt: skip
+        print(f"Garbage collections per ranking: {gcs}")
     queries = results.get("queries")
     if queries:
         print("Queries per catalog list request (?limit=500: every row on one page), at two catalog sizes:")

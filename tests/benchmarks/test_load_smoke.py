@@ -75,6 +75,7 @@ def test_the_load_benchmark_runs_small_and_reports_no_errors(transactional_db, t
     calibration = re.search(r"^Calibration of the benchmark user's recommendations \((\d+) measurements, (\d+) records",
                             output, re.M)  # fmt: skip
     assert calibration and int(calibration.group(1)) == 100 and int(calibration.group(2)) > 0, output
+    assert re.search(r"^Garbage collections per ranking: threshold 700: [0-9.]+ young", output, re.M), output
     for name in ("architectures", "accelerators", "configurations", "nodes"):
         counts = re.search(rf"^{name}\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+within \(constant\)$", output, re.M)
         assert counts, f"{name}: {output}"
