@@ -265,6 +265,7 @@ def acceptance_jobs_dispatch(*, now: datetime | None = None) -> int:
         # only its oldest waiting jobs, as many as it has free nodes. A dispatch costs a few queries per free
         # node, not one per waiting job, and locks only the jobs it can give out: dispatchers running at once
         # (one per finished job) skip each other's rows and take the next ones.
+        taken: set[int] = set()  # nodes this dispatch gave a job, or found taken once it held their lock
         for configuration_id, nodes in _free_nodes_by_configuration(busy, now).items():
             waiting = (
                 AcceptanceJob.objects.select_for_update(skip_locked=True, of=("self",))
@@ -275,8 +276,16 @@ def acceptance_jobs_dispatch(*, now: datetime | None = None) -> int:
             for job in waiting:
                 node = _lock_free_node(nodes, busy)
                 if node is None:
+                    # The nodes read at the start were taken meanwhile by a dispatcher that skipped this
+                    # job (locked here): read the live nodes again, once, so the job does not wait for the
+                    # next dispatch while a node that came free since (``busy`` is from the start) sits idle.
+                    # Only the nodes seen taken since, after their lock, are left out.
+                    nodes = list(live_nodes(now=now).filter(configuration_id=configuration_id).exclude(pk__in=taken))
+                    node = _lock_free_node(nodes, taken)
+                if node is None:
                     break
                 busy.add(node.pk)
+                taken.add(node.pk)
                 job.node = node
                 job.dispatched_at = now
                 job.save(update_fields=["node", "dispatched_at"])

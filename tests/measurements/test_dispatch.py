@@ -185,3 +185,48 @@ def test_a_claim_waits_for_a_dispatcher_that_holds_its_row_instead_of_dropping_t
         thread.join(timeout=30)
     assert claimed is not None and claimed.attempt == 1
     assert AcceptanceJob.objects.get(pk=job.pk).status == "running"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dispatcher_whose_free_node_was_taken_meanwhile_gives_its_job_to_a_node_that_came_free(
+    api, monkeypatch
+) -> None:
+    """Dispatcher A reads n1 free and locks the oldest job J1; n2's job ends; dispatcher B, skipping J1,
+    gives J2 to n1. A must give J1 to n2, not leave it waiting for the next dispatch."""
+    configuration = cpu_configuration()
+    order = order_on(api, configuration)
+    first, second = waiting_jobs(order, 2)
+    n1, n2 = live_node("n1", configuration), live_node("n2", configuration)
+    running = AcceptanceJob.objects.create(order=order, status="running", node=n2, attempt=1)
+    paused, go = threading.Event(), threading.Event()
+    real = services._lock_free_node
+
+    def pausing(candidates, busy):
+        if threading.current_thread().name == "dispatcher-a" and not paused.is_set():
+            paused.set()
+            go.wait(timeout=30)
+        return real(candidates, busy)
+
+    monkeypatch.setattr(services, "_lock_free_node", pausing)
+    given: list[int] = []
+
+    def dispatcher_a() -> None:
+        try:
+            given.append(services.acceptance_jobs_dispatch())
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=dispatcher_a, name="dispatcher-a")
+    thread.start()
+    try:
+        assert paused.wait(timeout=30)
+        AcceptanceJob.objects.filter(pk=running.pk).update(status="succeeded")
+        assert services.acceptance_jobs_dispatch() == 1  # dispatcher B
+    finally:
+        go.set()
+        thread.join(timeout=30)
+    assert given == [1]
+    assert dict(AcceptanceJob.objects.filter(pk__in=[first.pk, second.pk]).values_list("pk", "node")) == {
+        first.pk: n2.pk,
+        second.pk: n1.pk,
+    }
