@@ -28,7 +28,6 @@ from measurements.calibration import LATENCY_VIEW, CalibrationRecord, build_cali
 from . import services
 from .charts import Point, budget_bar_svg, scatter_svg
 from .recommend import Entry
-from .views_data import configuration_views
 
 
 def _size(value: int | None) -> str:
@@ -130,7 +129,7 @@ def _charts(records: list[CalibrationRecord]) -> list[dict[str, Any]]:
 
 def calibration_view(request: HttpRequest, site: admin.AdminSite) -> HttpResponse:
     """Every acceptance measurement compared with its budget: a scatter per view and the corrections."""
-    records = services.acceptance_records(configuration_views(), user=None)
+    records = services.acceptance_records(services.catalog_views(), user=None)
     corrections = [
         {
             "correction": correction,

@@ -22,7 +22,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Max, QuerySet
+from django.db.models import Count, Max, QuerySet, Sum
 
 from budgets.engine import Workload as WorkloadSpec
 from budgets.services import budget_compute, workload_validate
@@ -108,6 +108,11 @@ def _latency_estimator(views: dict[str, ConfigurationView]):
     return estimate
 
 
+#: What the calibration records of a set of measurements are kept under: count, highest id and sum of the
+#: ids (rows added or removed, also when an earlier id commits late and another row is deleted), and the sum
+#: of the job ids (a deleted job leaves its measurements with no job: ``on_delete=SET_NULL``).
+Fingerprint = tuple[int, int | None, int | None, int | None]
+
 #: How many calibration records this process keeps, over every visibility scope (a user, or everything);
 #: the least recently used scopes are dropped first (one scope is kept whatever its size). A record holds about
 #: 370 B (tracemalloc, 331 records of the load benchmark's user), so the bound is about 18 MB per process.
@@ -121,7 +126,7 @@ CALIBRATIONS_PER_SCOPE = 16
 
 @dataclass
 class _Kept:
-    fingerprint: tuple[int, int | None]  # the visible measurements' count and highest id
+    fingerprint: Fingerprint  # of the visible measurements
     views: tuple[ConfigurationView, ...]  # held, so compared by identity
     records: list[CalibrationRecord]
     calibrations: OrderedDict[WorkloadSummary, Calibration] = field(default_factory=OrderedDict)
@@ -143,7 +148,7 @@ class _RecordsCache:
             self.scope_of.clear()
             self.size = 0
 
-    def get(self, scope: Any, fingerprint: tuple[int, int | None], views: tuple[ConfigurationView, ...]):
+    def get(self, scope: Any, fingerprint: Fingerprint, views: tuple[ConfigurationView, ...]):
         with self.lock:
             kept = self.entries.get(scope)
             if kept is None or kept.fingerprint != fingerprint or kept.views is not views:
@@ -151,7 +156,7 @@ class _RecordsCache:
             self.entries.move_to_end(scope)
             return kept.records
 
-    def put(self, scope: Any, fingerprint: tuple[int, int | None], views: tuple[ConfigurationView, ...],
+    def put(self, scope: Any, fingerprint: Fingerprint, views: tuple[ConfigurationView, ...],
             records: list[CalibrationRecord]) -> None:  # fmt: skip
         with self.lock:
             self._drop(scope)
@@ -200,26 +205,32 @@ def _scope(user: Any | None) -> Any:
     return "all" if user is None or user.is_staff else ("user", user.pk)
 
 
+def _fingerprint(visible: QuerySet[Measurement]) -> Fingerprint:
+    numbers = visible.aggregate(count=Count("id"), top=Max("id"), ids=Sum("id"), jobs=Sum("job_id"))
+    return (int(numbers["count"]), numbers["top"], numbers["ids"], numbers["jobs"])
+
+
 def acceptance_records(views: Iterable[ConfigurationView], user: Any | None) -> list[CalibrationRecord]:
     """Every calibration record of the measurements ``user`` may see (None: all), the latency view
     compared with the recommender's roofline on ``views``.
 
-    Kept per process and visibility scope while the visible measurements and ``views`` stay the same:
-    measurements and the orders and workloads they belong to are never edited, only added or deleted,
-    so their count and highest id (one query) change whenever the records would. Never kept from inside a
-    transaction (its rows may be rolled back), as the views are not.
+    Kept per process and visibility scope while the visible measurements (``Fingerprint``, one query) and
+    ``views`` stay the same: measurements, and the orders and workloads they belong to, are never edited,
+    only added or deleted (their job may be deleted). The fingerprint is read again after the records are
+    built, and they are kept only when it did not change meanwhile. Never kept from inside a transaction
+    (its rows may be rolled back), as the views are not.
     """
     views = tuple(views)
     visible = _visible_measurements(user)
     if connection.in_atomic_block:
         return _build_records(views, visible)
-    numbers = visible.aggregate(count=Count("id"), top=Max("id"))
-    fingerprint = (int(numbers["count"]), numbers["top"])
+    fingerprint = _fingerprint(visible)
     scope = _scope(user)
     records = _records_cache.get(scope, fingerprint, views)
     if records is None:
         records = _build_records(views, visible)
-        _records_cache.put(scope, fingerprint, views, records)
+        if _fingerprint(visible) == fingerprint:  # a row added or removed while they were read: not kept
+            _records_cache.put(scope, fingerprint, views, records)
     return records
 
 

@@ -144,3 +144,29 @@ def test_a_calibration_is_kept_beside_its_records_per_workload(user, configurati
     assert rebuilt is not first and len(rebuilt.records) == 2 * len(first.records)
     with transaction.atomic():
         assert services.calibration_for(tiny, views, user) is not services.calibration_for(tiny, views, user)
+
+
+def test_a_late_commit_of_an_earlier_id_after_a_delete_is_seen(user, configuration) -> None:
+    """Same count and same highest id, another set of measurements: a row with an id below the highest (a
+    transaction that began earlier and committed late) arrives while another measurement is deleted."""
+    first, second, third = (measured(user, configuration) for _ in range(3))
+    free_id = second.pk
+    second.delete()
+    assert measurement_ids(user) == {first.pk, third.pk}
+    first.delete()
+    late = Measurement.objects.get(pk=third.pk)
+    late.pk, late.upload_key = free_id, "committed-late"  # an id below the highest, free
+    late.save(force_insert=True)
+    assert measurement_ids(user) == {free_id, third.pk}  # two rows, highest id the same as before
+
+
+def test_a_deleted_job_is_no_longer_named_by_the_records(user, configuration) -> None:
+    from measurements.models import AcceptanceJob
+
+    measurement = measured(user, configuration)
+    job = AcceptanceJob.objects.create(order=measurement.order, status="succeeded")
+    Measurement.objects.filter(pk=measurement.pk).update(job=job)
+    services._records_cache.clear()
+    assert {r.job_id for r in services.acceptance_records(services.catalog_views(), user)} == {job.pk}
+    job.delete()  # the measurement stays, with no job (on_delete=SET_NULL)
+    assert {r.job_id for r in services.acceptance_records(services.catalog_views(), user)} == {None}
