@@ -1,7 +1,8 @@
 """Fuzz every API operation from the project's own OpenAPI schema (schemathesis on Hypothesis).
 
 The schema is generated in-process by drf-spectacular, as GET /api/schema/ serves it. Every operation
-is called through the project's WSGI application (``vramplan.wsgi``), signed in with the DRF token of
+is called through Django's WSGI application (as ``vramplan.wsgi`` builds it, without that module's
+garbage-collector tuning for the web process), signed in with the DRF token of
 a staff user (``test_api_as_staff``) and of a normal user (``test_api_as_user``), against a database
 holding the real catalog (``loadcatalog``, once per session: tests/conftest.py), one stored workload
 of the normal user, one of another user, and a node. Path parameters are drawn both by the schema and
@@ -39,6 +40,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.core.cache import cache
 from django.core.signals import got_request_exception, request_finished, request_started
+from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections, connection, transaction
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
@@ -53,7 +55,8 @@ from measurements import services as measurement_services
 from measurements.choices import MeasurementSource
 from measurements.models import AcceptanceJob
 from tests.measurements.helpers import measurement_document
-from vramplan.wsgi import application
+
+application = get_wsgi_application()  # vramplan.wsgi's application; importing it would tune this process's GC
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
