@@ -38,9 +38,9 @@ not their job's measurement, retried jobs, jobs per node and per program. ``--pr
 job runs ``loadbench-tiny``, a staff program the benchmark registers in its own database (a Python one-liner
 holding 16 MiB for 0.25 s; no torch), in a real child under the real sampler, and stores a real measurement
 (host RSS about 28 MB) that accepts its order. Measured 2026-12-01 on the quiet machine (2 cores) with
-``python -m benchmarks.load --part jobs --jobs 1000``: 1,000 jobs, 4 workers, 9.77 jobs/s (102 s), succeeded
-1000, lost 0, duplicated 0, decision inconsistent 0, retried 0, 250 jobs per node (README, "Load", for the
-dispatch changes that took it from 1.84 jobs/s).
+``python -m benchmarks.load --part jobs --jobs 1000``: 1,000 jobs, 4 workers, 10.0 jobs/s (99.7 s), succeeded
+1000, lost 0, duplicated 0, decision inconsistent 0, retried 0, 249 to 252 jobs per node (README, "Load", for
+the dispatch changes that took it from 1.84 jobs/s).
 ``--program synthetic``: the built-in synthetic workload, whose child imports torch and runs the model
 (about 3.5 s of CPU per job: 40 jobs, 4 workers, 0.196 jobs/s, lost 0, duplicated 0; ``--jobs 40`` takes
 about four minutes).
