@@ -25,7 +25,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -43,7 +42,14 @@ from psycopg import sql
 
 from tests.conftest import skip_or_fail
 from tests.workers.conftest import REPO_ROOT, clean_env
-from tests.workers.realworker import PIDBOX_EXCHANGE, delete_queue_keys, drop_orphan_deadline, require_services
+from tests.workers.realworker import (
+    PIDBOX_EXCHANGE,
+    Worker,
+    delete_queue_keys,
+    drop_orphan_deadline,
+    require_services,
+    spawn_worker,
+)
 from workers import tasks
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]  # a scratch database, psql, a real Celery worker
@@ -178,12 +184,8 @@ def deployed() -> Iterator[Deployment]:
 # --- a real worker, logged in as the node's role ------------------------------------------------------------
 
 
-@dataclass
-class NodeWorker:
-    name: str
-    queue: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
+class NodeWorker(Worker):
+    """A real worker (``tests.workers.realworker.Worker``) whose database login is the node's role."""
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -216,26 +218,13 @@ def node_worker(deployed: Deployment, tmp_path: Path) -> Iterator[NodeWorker]:
     name, queue, log_path = f"grants-{tag}", f"grants.{tag}", tmp_path / "worker.log"
     env = _django_env(deployed.node_url, VRAMPLAN_NODE_NAME=name, DJANGO_SECRET_KEY=secrets.token_urlsafe(50))
     env.pop("VRAMPLAN_JOB_USER", None)
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "vramplan", "worker", "--pool=solo", "--concurrency=1",
-             f"--queues={queue}", f"--hostname={name}@%h", "--without-gossip", "--without-mingle",
-             "--without-heartbeat", "--loglevel=INFO"],
-            cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    worker = NodeWorker(name, queue, process, log_path)
+    worker = NodeWorker(name, queue, spawn_worker(name, queue, env, log_path), log_path)
     yield worker
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=15)
+    worker.stop()
     nodes = {name, *(row[0] for row in deployed.query("SELECT name FROM catalog_node"))}  # name: even unregistered
     delete_queue_keys(queue, *(tasks.node_queue(node) for node in sorted(nodes)))
     drop_orphan_deadline(PIDBOX_EXCHANGE)
-    print(f"--- log of worker {name} (exit {process.returncode}) ---\n{worker.log()}")
+    print(f"--- log of worker {name} (exit {worker.process.returncode}) ---\n{worker.log()}")
 
 
 # What the web side does, as the owner: a customer places an order for the node's configuration and starts an
@@ -295,11 +284,11 @@ def _python(script: str, database_url: str, *args: str) -> dict[str, Any]:
 def test_a_worker_logged_in_as_its_node_role_does_all_a_node_does(deployed: Deployment, node_worker) -> None:
     node_id, configuration_id = node_worker.wait(
         "the node's registration", lambda: deployed.query_one("SELECT id, configuration_id FROM catalog_node "
-                                                              "WHERE name = %s", node_worker.name)
+                                                              "WHERE name = %s", node_worker.node_name)
     )  # fmt: skip
     assert configuration_id is not None, "the host-probe node matches the catalog's CPU configuration"
 
-    placed = _python(OWNER_SIDE, deployed.owner_url, node_worker.name)
+    placed = _python(OWNER_SIDE, deployed.owner_url, node_worker.node_name)
     assert placed["status"] == "queued", placed["error"]
 
     def job() -> tuple[Any, ...] | None:
@@ -321,7 +310,7 @@ def test_a_worker_logged_in_as_its_node_role_does_all_a_node_does(deployed: Depl
 
     # A heartbeat through the node's own queue (beat's dispatcher sends these) updates its row.
     [(heard_at,)] = deployed.query("SELECT last_heartbeat_at FROM catalog_node WHERE id = %s", node_id)
-    tasks.node_heartbeat.apply_async(queue=tasks.node_queue_declaration(node_worker.name))
+    tasks.node_heartbeat.apply_async(queue=tasks.node_queue_declaration(node_worker.node_name))
     node_worker.wait("a newer heartbeat", lambda: deployed.query(
         "SELECT 1 FROM catalog_node WHERE id = %s AND last_heartbeat_at > %s", node_id, heard_at))  # fmt: skip
 
@@ -335,7 +324,7 @@ def test_a_worker_logged_in_as_its_node_role_does_all_a_node_does(deployed: Depl
     node_worker.wait("the heartbeat dispatch", lambda: node_worker.succeeded("workers.tasks.node_heartbeat_dispatch"))
 
     # A GPU node's heartbeat: matching NVML's devices against the GPU catalog.
-    gpu_node = _python(GPU_HEARTBEAT, deployed.node_url, f"{node_worker.name}-gpu")
+    gpu_node = _python(GPU_HEARTBEAT, deployed.node_url, f"{node_worker.node_name}-gpu")
     assert gpu_node == {"probe": "nvml", "device_count": 8}
 
     log = node_worker.log()

@@ -130,6 +130,18 @@ class Worker:
                 self.process.wait(timeout=15)
 
 
+def spawn_worker(node_name: str, queue: str, env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """``celery -A vramplan worker`` for node ``node_name`` on ``queue`` (solo, one task at a time), in its own
+    session, its output in ``log_path``."""
+    with log_path.open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "vramplan", "worker", "--pool=solo", "--concurrency=1",
+             f"--queues={queue}", f"--hostname={node_name}@%h", "--without-gossip", "--without-mingle",
+             "--without-heartbeat", "--loglevel=INFO"],
+            cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+
+
 @pytest.fixture
 def start_worker(transactional_db, tmp_path: Path) -> Iterator[Callable[..., Worker]]:
     """Start ``celery -A vramplan worker`` on a queue of its own, with the test's database and broker.
@@ -151,14 +163,7 @@ def start_worker(transactional_db, tmp_path: Path) -> Iterator[Callable[..., Wor
             VRAMPLAN_NODE_NAME=node_name,
             **extra_env,
         )
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "vramplan", "worker", "--pool=solo", "--concurrency=1",
-                 f"--queues={queue}", f"--hostname={node_name}@%h", "--without-gossip", "--without-mingle",
-                 "--without-heartbeat", "--loglevel=INFO"],
-                cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
-        worker = Worker(node_name=node_name, queue=queue, process=process, log_path=log_path)
+        worker = Worker(node_name, queue, spawn_worker(node_name, queue, env, log_path), log_path)
         workers.append(worker)
         return worker
 
