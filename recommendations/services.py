@@ -114,8 +114,8 @@ def _latency_estimator(views: dict[str, ConfigurationView]):
 Fingerprint = tuple[int, int | None, int | None, int | None]
 
 #: How many calibration records this process keeps, over every visibility scope (a user, or everything);
-#: the least recently used scopes are dropped first (one scope is kept whatever its size). A record holds about
-#: 370 B (tracemalloc, 331 records of the load benchmark's user), so the bound is about 18 MB per process.
+#: the least recently used scopes are dropped first (one scope is kept whatever its size). A record is a few
+#: hundred bytes, so this bounds the cache at tens of MB per process.
 RECORDS_CACHE_MAX_RECORDS = 50_000
 
 
@@ -139,30 +139,26 @@ class _RecordsCache:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.entries: OrderedDict[Any, _Kept] = OrderedDict()
-        self.scope_of: dict[int, Any] = {}  # id(records) → scope, for the records held
         self.size = 0  # records held, over every scope
 
     def clear(self) -> None:
         with self.lock:
             self.entries.clear()
-            self.scope_of.clear()
             self.size = 0
 
-    def get(self, scope: Any, fingerprint: Fingerprint, views: tuple[ConfigurationView, ...]):
+    def get(self, scope: Any, fingerprint: Fingerprint, views: tuple[ConfigurationView, ...]) -> _Kept | None:
         with self.lock:
             kept = self.entries.get(scope)
             if kept is None or kept.fingerprint != fingerprint or kept.views is not views:
                 return None
             self.entries.move_to_end(scope)
-            return kept.records
+            return kept
 
-    def put(self, scope: Any, fingerprint: Fingerprint, views: tuple[ConfigurationView, ...],
-            records: list[CalibrationRecord]) -> None:  # fmt: skip
+    def put(self, scope: Any, kept: _Kept) -> None:
         with self.lock:
             self._drop(scope)
-            self.entries[scope] = _Kept(fingerprint, views, records)
-            self.scope_of[id(records)] = scope
-            self.size += len(records)
+            self.entries[scope] = kept
+            self.size += len(kept.records)
             while self.size > RECORDS_CACHE_MAX_RECORDS and len(self.entries) > 1:
                 self._drop(next(iter(self.entries)))
 
@@ -170,28 +166,16 @@ class _RecordsCache:
         kept = self.entries.pop(scope, None)
         if kept is not None:
             self.size -= len(kept.records)
-            del self.scope_of[id(kept.records)]
 
-    def _kept(self, records: list[CalibrationRecord]) -> _Kept | None:
-        kept = self.entries.get(self.scope_of.get(id(records)))
-        return kept if kept is not None and kept.records is records else None
-
-    def calibration(self, records: list[CalibrationRecord], summary: WorkloadSummary) -> Calibration | None:
+    def calibration(self, kept: _Kept, summary: WorkloadSummary) -> Calibration | None:
         with self.lock:
-            kept = self._kept(records)
-            found = kept.calibrations.get(summary) if kept is not None else None
-            if kept is not None and found is not None:
+            found = kept.calibrations.get(summary)
+            if found is not None:
                 kept.calibrations.move_to_end(summary)
             return found
 
-    def keep_calibration(self, records: list[CalibrationRecord], summary: WorkloadSummary,
-                         calibration: Calibration) -> None:  # fmt: skip
-        """Keep ``calibration`` beside ``records`` if they are kept (records read inside a transaction, or
-        dropped since, are not)."""
+    def keep_calibration(self, kept: _Kept, summary: WorkloadSummary, calibration: Calibration) -> None:
         with self.lock:
-            kept = self._kept(records)
-            if kept is None:
-                return
             kept.calibrations[summary] = calibration
             while len(kept.calibrations) > CALIBRATIONS_PER_SCOPE:
                 kept.calibrations.popitem(last=False)
@@ -220,18 +204,26 @@ def acceptance_records(views: Iterable[ConfigurationView], user: Any | None) -> 
     built, and they are kept only when it did not change meanwhile. Never kept from inside a transaction
     (its rows may be rolled back), as the views are not.
     """
-    views = tuple(views)
+    records, _ = _records_kept(tuple(views), user)
+    return records
+
+
+def _records_kept(
+    views: tuple[ConfigurationView, ...], user: Any | None
+) -> tuple[list[CalibrationRecord], _Kept | None]:
+    """``acceptance_records``, with the cache entry that holds them (None when they are not kept)."""
     visible = _visible_measurements(user)
     if connection.in_atomic_block:
-        return _build_records(views, visible)
+        return _build_records(views, visible), None
     fingerprint = _fingerprint(visible)
     scope = _scope(user)
-    records = _records_cache.get(scope, fingerprint, views)
-    if records is None:
-        records = _build_records(views, visible)
-        if _fingerprint(visible) == fingerprint:  # a row added or removed while they were read: not kept
-            _records_cache.put(scope, fingerprint, views, records)
-    return records
+    kept = _records_cache.get(scope, fingerprint, views)
+    if kept is None:
+        kept = _Kept(fingerprint, views, _build_records(views, visible))
+        if _fingerprint(visible) != fingerprint:  # a row added or removed while they were read: not kept
+            return kept.records, None
+        _records_cache.put(scope, kept)
+    return kept.records, kept
 
 
 def _build_records(views: tuple[ConfigurationView, ...], visible: QuerySet[Measurement]) -> list[CalibrationRecord]:
@@ -245,12 +237,13 @@ def calibration_for(spec: WorkloadSpec, views: Iterable[ConfigurationView], user
     Building it reads every record (a few µs each); it is kept beside the records it was built from, per
     workload summary, for as long as they are kept (``acceptance_records``).
     """
-    records = acceptance_records(views, user)
+    records, kept = _records_kept(tuple(views), user)
     summary = workload_summary(spec.model_dump(mode="json", exclude_none=False))
-    calibration = _records_cache.calibration(records, summary)
+    calibration = _records_cache.calibration(kept, summary) if kept is not None else None
     if calibration is None:
         calibration = Calibration.build(records, summary)
-        _records_cache.keep_calibration(records, summary, calibration)
+        if kept is not None:
+            _records_cache.keep_calibration(kept, summary, calibration)
     return calibration
 
 
