@@ -1281,8 +1281,10 @@ def round4_design(k: int, attention_forced: bool = False) -> list[tuple[int, int
     return [*coset(k), coset(k + (1 if attention_forced else 2))[k % 8]]
 
 
-def _run(round_tag: str, mt: str, cfg: dict, run: tuple, gen_shape: dict, train_shape: dict) -> dict:
-    """One case of a designed round: A path family, B its variant, C precision, D attention, E batch."""
+def _run(round_tag: str, mt: str, cfg: dict, run: tuple, gen_shape: dict, train_shape: dict,
+         optimizers: tuple[str, str] = ("adamw", "adamw")) -> dict:  # fmt: skip
+    """One case of a designed round: A path family, B its variant, C precision, D attention, E batch; a
+    training run's optimizer is ``optimizers[B]`` (B = 1: full activation checkpointing)."""
     a, b, c, d, e = run
     precision = ("fp32", "bf16")[c]
     attention = "eager" if mt in ROUND4_NO_SDPA else ("eager", "sdpa")[d]
@@ -1301,13 +1303,14 @@ def _run(round_tag: str, mt: str, cfg: dict, run: tuple, gen_shape: dict, train_
             layout=("dynamic", "contiguous")[b],
             attention=attention,
         )
+    optimizer = optimizers[b]
     return train(
-        f"{round_tag}-{tag}-{('train-adamw', 'train-adamw-ckpt')[b]}-{precision}-{attention}-b{batch}",
+        f"{round_tag}-{tag}-train-{optimizer.replace('_', '')}{('', '-ckpt')[b]}-{precision}-{attention}-b{batch}",
         cfg,
         precision=precision,
         micro_batch=batch,
         seq=train_shape[batch],
-        optimizer="adamw",
+        optimizer=optimizer,
         ckpt=("none", "full")[b],
         attention=attention,
     )
@@ -1420,11 +1423,50 @@ def round6_cases() -> list[dict]:
     ]
 
 
+# --- round 7 (hold-out) ------------------------------------------------------------------------------
+# Written 2026-12-01, after round 6 (compared once, never tuned on), to look where no designed round looked:
+# - configs: round 5's rule applied three times to each round-4 config (three more layers, the KV heads moved
+#   three times, widths and vocabulary x 1.25^3, the head's tying flipped from round 4's), shapes no round used;
+# - runs: 4 per model_type, one per path: generate dynamic / static, train SGD with momentum (no
+#   checkpointing), train plain SGD with full checkpointing (rounds 4 to 6 trained AdamW only); row
+#   2·path + (k + path + 1) % 2 of coset (k + 3), so precision alternates the other way round from round 6;
+# - shapes: batch 1 or 3 (no earlier round used 3); generate B1 = 1 x 384 + 16, B3 = 3 x 112 + 12; training
+#   B1 = 1 x 512, B3 = 3 x 160. 14 x 4 = 56 cases. Measured and compared once before any tuning (HOLDOUT.md,
+#   "Round 7").
+
+ROUND7_GEN_SHAPE = {1: (384, 16), 3: (112, 12)}  # batch -> (prompt tokens, output tokens)
+ROUND7_TRAIN_SHAPE = {1: 512, 3: 160}  # batch -> sequence length
+ROUND7_OPTIMIZERS = ("sgd_momentum", "sgd")  # without, with full activation checkpointing
+
+
+def round7_design(k: int) -> list[tuple[int, int, int, int, int]]:
+    """The 4 (A, B, C, D, E) runs of model_type number k in round 7 (see the rule above)."""
+    rows = coset(k + 3)
+    return [rows[2 * path + (k + path + 1) % 2] for path in range(4)]
+
+
+def round7_config(cfg: dict) -> dict:
+    """A round-4 config changed by round 5's rule three times."""
+    return round5_config(round5_config(round5_config(cfg)))
+
+
+def round7_cases() -> list[dict]:
+    shapes = (ROUND7_GEN_SHAPE, ROUND7_TRAIN_SHAPE, ROUND7_OPTIMIZERS)
+    return [
+        _run("r7", mt, round7_config(ROUND4_CONFIGS[mt]), run, *shapes)
+        for k, mt in enumerate(ROUND4_MODEL_TYPES)
+        for run in round7_design(k)
+    ]
+
+
 # Rounds 4 and 5: each written as a hold-out, compared once (HOLDOUT.md: round 4 at engine 95b2199, round 5 at
-# 190bec8), then tuned on, so they are tuning rounds now. Round 6 is the hold-out.
+# 190bec8), then tuned on, so they are tuning rounds now. Rounds 6 and 7 are the hold-out: compared once each
+# (round 6 at engine ab06324, round 7 at the engine of 2026-12-01), never tuned on.
 ROUND4_CASES: list[dict] = round4_cases()
 ROUND5_CASES: list[dict] = round5_cases()
-HOLDOUT_CASES: list[dict] = round6_cases()
+ROUND6_CASES: list[dict] = round6_cases()
+ROUND7_CASES: list[dict] = round7_cases()
+HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND7_CASES
 
 # the 17 first cases + the round-1 to round-5 hold-outs, each tuned on (or moved up) after its first comparison
 TUNING_CASES: list[dict] = (

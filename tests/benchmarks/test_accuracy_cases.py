@@ -29,9 +29,9 @@ def test_holdout_and_tuning_sets_are_disjoint_and_cover_cases():
     assert (len(round1), len(round2), len(round3), len(round4), len(round5)) == (11, 11, 12, 126, 126)
     assert tuning == original + round1 + round2 + round3 + round4 + round5
     assert len(set(tuning)) == 303
-    # round-6 hold-out: one run per path per model type on new configs, none shared with tuning
-    assert holdout == _names(cases.round6_cases())
-    assert len(set(holdout)) == len(holdout) == 56
+    # rounds 6 and 7 hold-out: one run per path per model type on new configs, none shared with tuning
+    assert holdout == _names(cases.round6_cases()) + _names(cases.round7_cases())
+    assert len(set(holdout)) == len(holdout) == 56 + 56
     assert not set(tuning) & set(holdout)
     assert _names(cases.CASES) == tuning + holdout
     assert all(cases.is_holdout(n) for n in holdout)
@@ -105,11 +105,27 @@ def test_round5_models_differ_from_round4_by_its_rule():
             assert heads == 2 * cfg.get("num_attention_heads", cfg.get("n_head")), mt
 
 
-def test_round6_takes_every_path_of_every_model_type_once_with_both_precisions():
+@pytest.mark.parametrize("designed", ["ROUND6_CASES", "ROUND7_CASES"])
+def test_rounds_6_and_7_take_every_path_of_every_model_type_once_with_both_precisions(designed):
     for mt in cases.ROUND4_MODEL_TYPES:
-        mine = [_axes(w) for w in cases.HOLDOUT_CASES if w["model"]["hf_config"]["model_type"] == mt]
+        mine = [_axes(w) for w in getattr(cases, designed) if w["model"]["hf_config"]["model_type"] == mt]
         assert sorted(a[0] for a in mine) == sorted(("gen-dynamic", "gen-contiguous", "train-none", "train-full"))
         assert Counter(a[1] for a in mine) == {"fp32": 2, "bf16": 2}
+
+
+def test_round7_trains_with_sgd_on_models_and_batches_no_earlier_round_used():
+    earlier = cases.TUNING_CASES + cases.ROUND6_CASES
+    shapes = {json.dumps(w["model"]["hf_config"], sort_keys=True) for w in earlier}
+    for w in cases.ROUND7_CASES:
+        assert json.dumps(w["model"]["hf_config"], sort_keys=True) not in shapes
+        if w["task"] == "training":
+            t = w["training"]
+            expected = "sgd" if t["activation_checkpointing"] == "full" else "sgd_momentum"
+            assert t["optimizer"] == expected
+    assert {_axes(w)[3] for w in cases.ROUND7_CASES} == {1, 3}
+    # the designed rounds 4 to 6 trained with AdamW only
+    designed = cases.ROUND4_CASES + cases.ROUND5_CASES + cases.ROUND6_CASES
+    assert {w["training"]["optimizer"] for w in designed if w["task"] == "training"} == {"adamw"}
 
 
 def test_round4_design_is_pairwise_balanced_and_the_cosets_tile_the_grid():
@@ -160,4 +176,6 @@ def test_report_shows_each_set_and_overall():
     assert "### Tuning set (303 cases" in text
     assert "### Round-6 hold-out (" in text
     assert "Round-6 hold-out: median |error|" in text
+    assert "### Round-7 hold-out (56 cases" in text
+    assert "Round-7 hold-out: median |error|" in text
     assert "- All cases: median |error|" in text
