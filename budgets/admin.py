@@ -32,6 +32,12 @@ COMPONENT_COLOURS = {
 }
 
 
+def unreadable_budget(stored: StoredBudget) -> SafeString:
+    """A stored budget that does not read, said so in red with the field it stopped at (escaped); the admin
+    pages of workloads, orders and measurements all show it so."""
+    return format_html('<span class="unreadable-budget" style="color:#ba2121">{}</span>', stored.message)
+
+
 @admin.register(Workload)
 class WorkloadAdmin(admin.ModelAdmin):
     list_display = ["name", "owner", "task", "model_label", "peak", "device_count", "estimated_at"]
@@ -59,16 +65,11 @@ class WorkloadAdmin(admin.ModelAdmin):
     def peak(self, obj: Workload) -> str:
         return format_bytes(obj.peak_bytes) if obj.peak_bytes is not None else "—"
 
-    @staticmethod
-    def _unreadable(stored: StoredBudget) -> SafeString:
-        """A stored budget that does not read, said so in red with the field it stopped at (escaped)."""
-        return format_html('<span class="unreadable-budget" style="color:#ba2121">{}</span>', stored.message)
-
     @admin.display(description="budget per device")
     def budget_bar(self, obj: Workload) -> SafeString | str:
         stored = read_stored_budget(obj.budget)
         if stored.budget is None:
-            return self._unreadable(stored) if stored.error is not None else "—"
+            return unreadable_budget(stored) if stored.error is not None else "—"
         per_device = stored.budget.per_device
         shown = [c for c in per_device.components if c.bytes > 0]
         total = sum(c.bytes for c in per_device.components) or 1
@@ -99,7 +100,7 @@ class WorkloadAdmin(admin.ModelAdmin):
     def budget_table(self, obj: Workload) -> SafeString | str:
         stored = read_stored_budget(obj.budget)
         if stored.budget is None:
-            return self._unreadable(stored) if stored.error is not None else "—"
+            return unreadable_budget(stored) if stored.error is not None else "—"
         per_device = stored.budget.per_device
         rows = format_html_join(
             "",
@@ -122,7 +123,7 @@ class WorkloadAdmin(admin.ModelAdmin):
     def assumptions(self, obj: Workload) -> SafeString | str:
         stored = read_stored_budget(obj.budget)
         if stored.budget is None:
-            return self._unreadable(stored) if stored.error is not None else "—"
+            return unreadable_budget(stored) if stored.error is not None else "—"
         items = stored.budget.assumptions
         return format_html("<ul>{}</ul>", format_html_join("", "<li>{}</li>", ((a,) for a in items))) if items else "—"
 

@@ -10,7 +10,8 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from budgets.engine.budget import StoredBudget, read_stored_budget
+from budgets.admin import unreadable_budget
+from budgets.engine.budget import read_stored_budget
 from catalog.units import format_bytes
 
 from .chart import timeline_svg
@@ -20,11 +21,6 @@ from .services import ServiceError, node_usable_memory_bytes, program_validate_t
 
 def _size(value: int | None) -> str:
     return format_bytes(value) if value is not None else "—"
-
-
-def _unreadable(stored: StoredBudget) -> SafeString:
-    """A stored budget that does not read, said so in red with the field it stopped at (escaped)."""
-    return format_html('<span class="unreadable-budget" style="color:#ba2121">{}</span>', stored.message)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -89,7 +85,7 @@ class OrderAdmin(ReadOnlyAdmin):
     def budget_peak(self, obj: Order) -> SafeString | str:
         stored = read_stored_budget(obj.budget)
         if stored.error is not None:
-            return _unreadable(stored)
+            return unreadable_budget(stored)
         return _size(stored.budget.per_device.total_bytes if stored.budget is not None else None)
 
     @admin.display(description="decision")
@@ -147,7 +143,7 @@ class MeasurementAdmin(ReadOnlyAdmin):
             )
         )
         if stored.error is not None:
-            return format_html("<div>{} (no budget line drawn)</div>{}", _unreadable(stored), svg)
+            return format_html("<div>{} (no budget line drawn)</div>{}", unreadable_budget(stored), svg)
         return svg
 
     @admin.display(description="peaks by view")

@@ -25,7 +25,7 @@ from django.db.models import Q
 from django.utils import timezone
 from pydantic import ValidationError
 
-from budgets.engine.budget import Budget, BudgetReadError, read_budget
+from budgets.engine.budget import Budget, read_stored_budget
 from budgets.models import Workload
 from budgets.services import budget_estimate, configuration_device, workload_validate
 from catalog.models import Configuration, Node
@@ -575,16 +575,14 @@ def measurement_record(
 
 
 def stored_budget(data: Any) -> tuple[Budget | None, str | None]:
-    """A stored budget (an order's or a measurement's) through the engine's typed reader: (budget, None), (None,
-    None) when there is none, or (None, why) when it does not read — the comparison is then skipped, the
-    measurement kept, and the decision says why."""
-    if data is None:
-        return None, None
-    try:
-        return read_budget(data), None
-    except BudgetReadError as exc:
-        logger.warning("stored budget does not read: %s", exc)
-        return None, f"the order's stored budget does not read ({exc}); measured peaks were not compared with it"
+    """A stored budget (an order's or a measurement's) through the engine's typed reader
+    (``read_stored_budget``): (budget, None), (None, None) when there is none, or (None, why) when it does not
+    read — the comparison is then skipped, the measurement kept, and the decision says why."""
+    stored = read_stored_budget(data)
+    if stored.error is None:
+        return stored.budget, None
+    logger.warning("stored budget does not read: %s", stored.error)
+    return None, f"the order's stored budget does not read ({stored.error}); measured peaks were not compared with it"
 
 
 def order_decide(order: Order, measurement: Measurement, document: MeasurementDocument) -> None:
