@@ -154,17 +154,10 @@ def _within(x: int, y: int, factor: float) -> bool:
     return max(x, y) <= factor * min(x, y)
 
 
-def pick_evidence(
-    records: Iterable[CalibrationRecord], *, configuration: str, architecture: str, workload: WorkloadSummary
-) -> Evidence:
-    """The best evidence the measurements give for ``workload`` on ``configuration``."""
-    return EvidenceIndex.build(records, workload).pick(configuration, architecture)
-
-
 @dataclass(frozen=True, slots=True)
 class EvidenceIndex:
     """The records of workloads similar to one workload, by configuration and by architecture (each in the
-    records' order): ``pick_evidence`` for every configuration of a catalog, reading the records once."""
+    records' order): the best evidence for every configuration of a catalog, reading the records once."""
 
     by_configuration: Mapping[str, tuple[CalibrationRecord, ...]]
     by_architecture: Mapping[str, tuple[CalibrationRecord, ...]]

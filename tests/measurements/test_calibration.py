@@ -18,7 +18,6 @@ from measurements.calibration import (
     WorkloadSummary,
     apply_correction,
     build_calibration,
-    pick_evidence,
     similar_workload,
 )
 
@@ -137,13 +136,13 @@ def test_evidence_prefers_this_configuration_then_its_architecture_then_the_esti
     unlike = record(1.0, workload=WorkloadSummary("llama-3.1-70b", "inference", "vllm", "bf16", 16, 9216))
 
     def level(records: list[CalibrationRecord]) -> EvidenceLevel:
-        return pick_evidence(records, configuration="h100-x1", architecture="hopper", workload=WORKLOAD).level
+        return EvidenceIndex.build(records, WORKLOAD).pick("h100-x1", "hopper").level
 
     assert level([here, kin, elsewhere]) is EvidenceLevel.MEASURED_HERE
     assert level([kin, elsewhere]) is EvidenceLevel.MEASURED_ARCHITECTURE
     assert level([elsewhere, unlike]) is EvidenceLevel.ESTIMATE_ONLY
     assert EvidenceLevel.MEASURED_HERE > EvidenceLevel.MEASURED_ARCHITECTURE > EvidenceLevel.ESTIMATE_ONLY
-    evidence = pick_evidence([here, kin], configuration="h100-x1", architecture="hopper", workload=WORKLOAD)
+    evidence = EvidenceIndex.build([here, kin], WORKLOAD).pick("h100-x1", "hopper")
     assert evidence.records == (here,)
     assert f"#{here.measurement_id}" in evidence.sentence and evidence.level.label == "measured_here"
 
