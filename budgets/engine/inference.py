@@ -62,13 +62,14 @@ def _generate_cache(
     b, s, n = inf.concurrent_sessions, inf.max_input_tokens, inf.max_output_tokens
     layout = inf.kv_cache_layout or "paged"
     layers = stage.layers
-    per_tok = kv.kv_bytes_per_token(spec, stage.kv_heads, layers, kv_prec)
+    t, first = stage.tensor, stage.first_layer
+    per_tok = kv.kv_bytes_per_token(spec, t, first, layers, kv_prec)
     longest = s + n
     if layout == "dynamic":
         # sliding layers still hold the whole prompt's storage after prefill (a view keeps it)
-        kv_prefill = kv.kv_cache_bytes(spec, stage.kv_heads, layers, kv_prec, "contiguous", s, b, window=False)
-        kv_final = kv.kv_cache_bytes(spec, stage.kv_heads, layers, kv_prec, "contiguous", longest - 1, b)
-        growth = kv.dynamic_growth_transient(spec, stage.kv_heads, kv_prec, longest - 1, b)
+        kv_prefill = kv.kv_cache_bytes(spec, t, first, layers, kv_prec, "contiguous", s, b, window=False)
+        kv_final = kv.kv_cache_bytes(spec, t, first, layers, kv_prec, "contiguous", longest - 1, b)
+        growth = kv.dynamic_growth_transient(spec, t, first, layers, kv_prec, longest - 1, b)
         kv_note = (
             f"dynamic cache grown by torch.cat to {longest - 1} positions × {b} sequences"
             " + one layer's K copy while growing"
@@ -83,7 +84,7 @@ def _generate_cache(
         preallocated = False
     else:
         slots = profile.static_cache_slots(longest) if layout == "contiguous" else longest
-        kv_final = kv.kv_cache_bytes(spec, stage.kv_heads, layers, kv_prec, layout, slots, b, inf.kv_block_tokens)
+        kv_final = kv.kv_cache_bytes(spec, t, first, layers, kv_prec, layout, slots, b, inf.kv_block_tokens)
         kv_prefill = kv_final
         growth = 0
         preallocated = True
@@ -230,9 +231,9 @@ def vllm_stage(
     b, longest, block = inf.concurrent_sessions, inf.max_request_tokens, inf.kv_block_tokens
     batched, seqs = vllm.scheduler_defaults(version, device_memory_bytes, device_name, inf.max_model_len)
     batched, seqs = inf.max_num_batched_tokens or batched, inf.max_num_seqs or seqs
-    kv_heads = vllm.kv_heads_on_rank(spec, stage.tensor)
-    per_tok = kv.kv_bytes_per_token(spec, kv_heads, stage.layers, kv_prec)
-    needed = kv.kv_cache_bytes(spec, kv_heads, stage.layers, kv_prec, "paged", longest, b, block)
+    cache = vllm.CacheLayout(spec, stage.tensor, stage.first_layer, stage.layers, kv_prec, block, batched)
+    per_tok = cache.page_bytes_per_token
+    needed = cache.request_bytes(longest) * b
     weights = weights + Range.exact(vllm.rotary_cache_bytes(spec, d))
     forward, sampler = vllm.profile_activations(spec, stage.tensor, batched, seqs, d, stage.holds_head, version)
     activations = Range.spread(max(forward, sampler), *ACTIVATION_BAND_CUDA)
@@ -245,6 +246,8 @@ def vllm_stage(
         tensor=stage.tensor,
         page_bytes_per_token=per_tok,
         block_tokens=block,
+        request_bytes_max_len=None if cache.uniform else cache.request_bytes(inf.max_model_len),
+        request_bytes_longest=None if cache.uniform else cache.request_bytes(longest),
         max_model_len=inf.max_model_len,
         longest_request=longest,
         sessions=b,

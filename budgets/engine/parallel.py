@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import TypedDict
 
+from .models.layers import heads_per_device
 from .models.parameters import ParameterCount
 from .models.spec import ModelSpec
 
@@ -31,6 +32,7 @@ class Stage:
     sequence_parallel: bool
     kv_heads: int  # KV heads per device
     heads: int  # attention heads per device
+    first_layer: int = 0  # index of the stage's first decoder layer
 
     @property
     def zero_shards_optimizer(self) -> int:
@@ -57,7 +59,8 @@ class _Shared(TypedDict):
 
 
 def kv_heads_per_device(spec: ModelSpec, tensor: int) -> int:
-    return max(math.ceil(spec.num_kv_heads / tensor), 1)
+    """vLLM's one rounding rule for heads on a device (models/layers.py `heads_per_device`)."""
+    return heads_per_device(spec.num_kv_heads, tensor)
 
 
 def stages(
@@ -71,14 +74,22 @@ def stages(
         "zero_stage": zero_stage,
         "sequence_parallel": sequence_parallel,
         "kv_heads": kv_heads_per_device(spec, tensor),
-        "heads": spec.num_attention_heads // tensor,
+        "heads": heads_per_device(spec.num_attention_heads, tensor),
     }
     if pipeline == 1:
         return [Stage("only", spec.num_layers, True, True, 1, **common)]
     last_layers = spec.num_layers - layers * (pipeline - 1)
     return [
         Stage("first", layers, True, False, pipeline, **common),
-        Stage("last", max(last_layers, 1), spec.tie_word_embeddings, True, 1, **common),
+        Stage(
+            "last",
+            max(last_layers, 1),
+            spec.tie_word_embeddings,
+            True,
+            1,
+            **common,
+            first_layer=spec.num_layers - max(last_layers, 1),
+        ),
     ]
 
 

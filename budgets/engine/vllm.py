@@ -26,7 +26,10 @@ from functools import lru_cache
 from typing import TypedDict
 
 from .budget import ServingPlan
+from .components import kv_cache as kv
+from .dtypes import nbytes
 from .models import ModelSpec
+from .models.layers import Mixer
 
 GIB = 2**30
 DEFAULT_VLLM_VERSION = "0.11.0"  # the release whose code the formula was read from (vllm-memory.md §1.1)
@@ -234,6 +237,58 @@ def kv_heads_on_rank(spec: ModelSpec, tensor: int) -> int:
     return max(1, spec.num_kv_heads // tensor)  # vllm-0.11.0/config/model.py:1179-1191
 
 
+@dataclass(frozen=True, slots=True)
+class CacheLayout:
+    """What vLLM's KV pool holds per request, by layer kind (vllm-0.11.0/v1/kv_cache_interface.py
+    `max_memory_usage_bytes`): full attention and MLA every block of the request (:83-91, :146-153); a sliding
+    window `cdiv(min(window − 1 + max_num_batched_tokens, tokens), block) + 1` blocks (:192-214); a recurrent
+    (Mamba / linear-attention) layer one page per request (:217-239). Chunked local attention is cached as full
+    attention: the hybrid allocator is off for chunked models by default (vllm-0.11.0/config/__init__.py:519-529).
+
+    The pool's reported size ("GPU KV cache size: N tokens", kv_cache_utils.py:1080-1087) counts every layer on
+    the rank as one attention page: page bytes per token = layers × the largest per-layer page per token."""
+
+    spec: ModelSpec
+    tensor: int
+    first: int
+    layers: int
+    precision: str
+    block: int
+    batched: int
+
+    @property
+    def mixers(self) -> tuple[tuple[Mixer, int], ...]:
+        return kv.stage_mixers(self.spec, self.first, self.layers)
+
+    @property
+    def uniform(self) -> bool:
+        """Every layer keeps every position (full attention or MLA): the pool is plain blocks."""
+        return all(m.kind in ("full", "mla", "chunked", "none") for m, _ in self.mixers)
+
+    @property
+    def page_bytes_per_token(self) -> int:
+        d = nbytes(self.precision)
+        per_layer = [m.kv_elements_per_token(self.tensor) * d for m, _ in self.mixers]
+        if self.uniform:
+            return int(sum(p * n for p, (_, n) in zip(per_layer, self.mixers, strict=True)))
+        caching = sum(n for m, n in self.mixers if m.kind != "none")
+        return int(max(per_layer, default=0) * caching)
+
+    def request_bytes(self, tokens: int) -> int:
+        """Bytes of the pool one request of `tokens` positions holds on this rank."""
+        d = nbytes(self.precision)
+        total = 0.0
+        for m, n in self.mixers:
+            per_block = m.kv_elements_per_token(self.tensor) * d * self.block
+            if m.kind == "sliding" and m.window:
+                blocks = math.ceil(min(m.window - 1 + self.batched, tokens) / self.block) + 1
+            else:
+                blocks = math.ceil(tokens / self.block)
+            total += per_block * blocks * n
+            total += m.state_elements_per_sequence(self.tensor) * d * n
+        return int(total)
+
+
 def rotary_cache_bytes(spec: ModelSpec, d: float) -> int:
     """The rotary cos/sin cache vLLM builds once per model: max_position × rotary_dim × dtype (llm-d: W 14.99
     measured vs 14.96 parameters for Llama-3.1-8B)."""
@@ -284,6 +339,9 @@ class PoolInputs:
     sessions: int  # the workload's concurrency
     max_num_batched_tokens: int
     max_num_seqs: int
+    # models whose layers cache differently (sliding windows, recurrent state): what one request holds in the pool
+    request_bytes_max_len: int | None = None
+    request_bytes_longest: int | None = None
 
 
 def non_torch_bytes(profile: Profile, tensor: int) -> int:
@@ -338,6 +396,29 @@ def serving_plan(p: PoolInputs, needed_bytes: int) -> ServingPlan:
             f" of KV cache, more than the {kv / GIB:.2f} GiB available"
         )
     per_longest = math.ceil(p.longest_request / p.block_tokens)
+    if p.request_bytes_max_len is not None and p.request_bytes_longest is not None:
+        # layers that cache differently: requests are counted in bytes of the shared pool (max concurrency as
+        # vLLM prints it: blocks over the blocks per request summed over the groups, kv_cache_utils.py:780-795)
+        starts = kv > 0 and kv >= p.request_bytes_max_len
+        if kv > 0 and not starts:
+            reason = (
+                f"vLLM will not start: one request of max_model_len {p.max_model_len} needs"
+                f" {p.request_bytes_max_len / GIB:.2f} GiB of KV cache, more than the {kv / GIB:.2f} GiB available"
+            )
+        sessions_fit = max(kv, 0) // p.request_bytes_longest if p.request_bytes_longest else 0
+        return ServingPlan(
+            **inputs,
+            kv_pool_bytes=max(kv, 0),
+            max_concurrent_sessions_at_max_request=int(sessions_fit),
+            max_request_tokens_at_concurrency=(blocks // p.sessions) * p.block_tokens,
+            kv_pool_tokens=blocks * p.block_tokens,
+            max_concurrency=round(max(kv, 0) / p.request_bytes_max_len, 2) if p.request_bytes_max_len else 0.0,
+            starts=starts,
+            reason=reason,
+            shortfall_bytes=None if starts else p.request_bytes_max_len - kv,
+            available_kv_bytes=kv,
+            need_bytes=int(p.device_memory_bytes * p.utilization) - kv + needed_bytes,
+        )
     return ServingPlan(
         **inputs,
         kv_pool_bytes=max(kv, 0),

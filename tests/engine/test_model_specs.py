@@ -55,13 +55,15 @@ def test_tied_head_counted_once():
     assert tied.lm_head == 0 and tied.total == 1_235_814_400
 
 
-def test_unsupported_model_type_lists_supported():
+def test_unknown_model_type_without_core_fields_names_them_and_suggests_no_family():
     with pytest.raises(UnsupportedModelError) as exc:
         from_hf_config({"model_type": "mamba", "hidden_size": 8})
     msg = str(exc.value)
     assert "mamba" in msg
-    for t in SUPPORTED_MODEL_TYPES:
-        assert t in msg
+    for field in ("num_hidden_layers", "num_attention_heads", "vocab_size"):
+        assert field in msg
+    assert "did you mean" not in msg
+    assert not any(f"'{t}'" in msg for t in SUPPORTED_MODEL_TYPES)
 
 
 def test_head_dim_from_config_not_hidden_over_heads():

@@ -58,7 +58,7 @@ def test_generic_is_the_general_model_under_transformers() -> None:
     generic, hf = (estimate(_generate(engine)).per_device for engine in ("generic", "transformers"))
     spec = _generate("generic").spec
     sessions = 4
-    one_position = sessions * kv.kv_bytes_per_token(spec, spec.num_kv_heads, spec.num_layers, "bf16")
+    one_position = sessions * kv.kv_bytes_per_token(spec, 1, 0, spec.num_layers, "bf16")
     assert generic.component("kv_cache").bytes - hf.component("kv_cache").bytes == one_position
     assert hf.component("activations").bytes > generic.component("activations").bytes
     phases = {p.name: p.bytes for p in generic.phases}

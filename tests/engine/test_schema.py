@@ -79,10 +79,11 @@ def test_unknown_preset_lists_close_matches():
     assert "llama-3.1-8b" in msg
 
 
-def test_unsupported_model_type_lists_supported_ones():
+def test_unknown_model_type_without_core_fields_names_the_fields():
     errs = _errors({"task": "inference", "model": {"hf_config": {"model_type": "rwkv"}}})
     msg = " ".join(errs["model"])
-    assert "rwkv" in msg and "llama" in msg and "gpt_neox" in msg
+    assert "rwkv" in msg and "hidden_size" in msg and "num_hidden_layers" in msg
+    assert "llama" not in msg  # never another family suggested
 
 
 def test_tensor_degree_must_divide_heads():

@@ -1,4 +1,8 @@
-"""KV cache: 2 × layers × kv_heads × head_dim × bytes per token (PagedAttention §3), per layout.
+"""KV cache and recurrent state, per layer kind (models/layers.py), per layout.
+
+Every layer of the device's range caches by its mixer: full attention and MLA keep every position, sliding and
+chunked layers at most their window, linear-attention and Mamba layers a fixed state per sequence, layers
+without attention nothing (PagedAttention §3 for the per-token bytes; vLLM's `KVCacheSpec`s for the kinds).
 
 - dynamic (transformers DynamicCache): grows by torch.cat, so while layer i grows there is a
   transient second copy of that layer's K (then V) at the new length. Generation writes
@@ -15,29 +19,33 @@ from __future__ import annotations
 import math
 
 from ..dtypes import nbytes
+from ..models.layers import Mixer, layer_mixers
 from ..models.spec import ModelSpec
 
 
-def kv_bytes_per_token_per_layer(spec: ModelSpec, kv_heads: int, precision: str) -> float:
-    return 2 * kv_heads * spec.head_dim * nbytes(precision)
+def stage_mixers(spec: ModelSpec, first: int, layers: int) -> tuple[tuple[Mixer, int], ...]:
+    """(mixer, layer count) over the device's layers [first, first + layers)."""
+    return layer_mixers(spec.runs, first, first + layers)
 
 
-def kv_bytes_per_token(spec: ModelSpec, kv_heads: int, layers: int, precision: str) -> int:
-    """Bytes per token for `layers` layers, ignoring sliding windows (the full-attention figure)."""
-    return int(kv_bytes_per_token_per_layer(spec, kv_heads, precision) * layers)
+def kv_bytes_per_token(spec: ModelSpec, tensor: int, first: int, layers: int, precision: str) -> int:
+    """Bytes one more token adds to the cache of one sequence on the device (every layer that keeps positions,
+    sliding ones included: the figure before any window applies)."""
+    per = sum(m.kv_elements_per_token(tensor) * n for m, n in stage_mixers(spec, first, layers))
+    return int(per * nbytes(precision))
 
 
-def cached_positions(spec: ModelSpec, layers: int, tokens: int, window: bool = True) -> int:
-    """Sum over the device's layers of the positions each layer keeps for one sequence."""
-    if window and spec.sliding_window and spec.num_sliding_layers and tokens > spec.sliding_window:
-        sliding = round(spec.num_sliding_layers * layers / spec.num_layers)
-        return (layers - sliding) * tokens + sliding * spec.sliding_window
-    return layers * tokens
+def state_bytes_per_sequence(spec: ModelSpec, tensor: int, first: int, layers: int, precision: str) -> int:
+    """Fixed bytes per sequence: the recurrent states of linear-attention and Mamba layers (vLLM keeps them in the
+    model dtype by default: `mamba_cache_dtype="auto"`, vllm-0.11.0/config/cache.py:96,100)."""
+    per = sum(m.state_elements_per_sequence(tensor) * n for m, n in stage_mixers(spec, first, layers))
+    return int(per * nbytes(precision))
 
 
 def kv_cache_bytes(
     spec: ModelSpec,
-    kv_heads: int,
+    tensor: int,
+    first: int,
     layers: int,
     precision: str,
     layout: str,
@@ -46,13 +54,29 @@ def kv_cache_bytes(
     block_tokens: int = 16,
     window: bool = True,
 ) -> int:
-    """Bytes of K and V for `sequences` sequences of `tokens` positions under a layout."""
+    """Bytes of K and V (and recurrent state) for `sequences` sequences of `tokens` positions under a layout."""
     if layout == "paged":
         tokens = math.ceil(tokens / block_tokens) * block_tokens
-    per = kv_bytes_per_token_per_layer(spec, kv_heads, precision)
-    return int(per * cached_positions(spec, layers, tokens, window) * sequences)
+    per = 0
+    for m, n in stage_mixers(spec, first, layers):
+        kept = m.cached_positions(tokens) if window or m.kind not in ("sliding", "chunked") else tokens
+        per += m.kv_elements_per_token(tensor) * kept * n
+    d = nbytes(precision)
+    return int(per * d * sequences) + state_bytes_per_sequence(spec, tensor, first, layers, precision) * sequences
 
 
-def dynamic_growth_transient(spec: ModelSpec, kv_heads: int, precision: str, tokens: int, sequences: int) -> int:
-    """The extra copy torch.cat makes of one layer's K (or V) when the dynamic cache grows."""
-    return int(kv_heads * spec.head_dim * nbytes(precision) * tokens * sequences)
+def dynamic_growth_transient(
+    spec: ModelSpec, tensor: int, first: int, layers: int, precision: str, tokens: int, sequences: int
+) -> int:
+    """The extra copy torch.cat makes of one layer's K (or V) when the dynamic cache grows: the largest layer's."""
+    mixers = stage_mixers(spec, first, layers)
+    halves = [m.kv_elements_per_token(tensor) / (1 if m.kind == "mla" else 2) for m, _ in mixers]
+    return int(max(halves, default=0) * nbytes(precision) * tokens * sequences)
+
+
+def describe_layers(spec: ModelSpec) -> str:
+    """The layer kinds in words, for the budget's assumptions."""
+    counts: dict[str, int] = {}
+    for m, n in layer_mixers(spec.runs, 0, spec.num_layers):
+        counts[m.describe()] = counts.get(m.describe(), 0) + n
+    return "; ".join(f"{n} × {what}" for what, n in counts.items())

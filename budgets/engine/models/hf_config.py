@@ -4,12 +4,14 @@ features each model_type's modeling file has (`_FAMILY_FEATURES`), resolved here
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
-from .hf_defaults import HF_CONFIG_DEFAULTS
+from .hf_defaults import HF_CONFIG_DEFAULTS, LAYERED_RULES, MULTIMODAL_TEXT, WRAPPER_TIES_EMBEDDINGS
+from .hf_layered import ConfigError, build_layered
+from .hf_towers import count_towers as _towers
+from .layers import compress
 from .spec import ModelSpec
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = (
@@ -67,48 +69,98 @@ def _partial_rotary(cfg: Mapping[str, Any], default: float) -> float:
     return default
 
 
-def _sliding(cfg: Mapping[str, Any], model_type: str, layers: int) -> tuple[int, int]:
-    """(window, number of sliding-window layers) as transformers resolves them."""
+def _sliding(cfg: Mapping[str, Any], model_type: str, layers: int) -> tuple[int, tuple[bool, ...]]:
+    """(window, which layers slide) as transformers resolves them (configuration_<type>.py `layer_types`)."""
     window = cfg.get("sliding_window") or 0
+    none = (False,) * layers
     if not window:
-        return 0, 0
+        return 0, none
     layer_types = cfg.get("layer_types")
     if isinstance(layer_types, list) and layer_types:
-        return int(window), sum(1 for t in layer_types if t == "sliding_attention")
+        return int(window), tuple(i < len(layer_types) and layer_types[i] == "sliding_attention" for i in range(layers))
     if model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
         if not cfg.get("use_sliding_window", False):
-            return 0, 0
+            return 0, none
         max_window_layers = int(cfg.get("max_window_layers", layers) or layers)
-        return int(window), max(0, layers - max_window_layers)
+        return int(window), tuple(i >= max_window_layers for i in range(layers))
     if model_type == "gemma2":
-        return int(window), layers // 2 + layers % 2  # even layers (0, 2, ...) slide
+        return int(window), tuple(i % 2 == 0 for i in range(layers))  # even layers (0, 2, ...) slide
     if model_type == "gemma3_text":
         pattern = int(cfg.get("sliding_window_pattern", 6) or 6)
-        return int(window), sum(1 for i in range(layers) if (i + 1) % pattern != 0)
+        return int(window), tuple((i + 1) % pattern != 0 for i in range(layers))
     if model_type in ("mistral", "mixtral", "phi3"):
-        return int(window), layers
-    return 0, 0
+        return int(window), (True,) * layers
+    return 0, none
 
 
 def from_hf_config(config: Mapping[str, Any]) -> ModelSpec:
-    """Build a ModelSpec from the content of a Hugging Face config.json."""
+    """Build a ModelSpec from the content of a Hugging Face config.json.
+
+    The 15 model_types of `SUPPORTED_MODEL_TYPES` keep their flat, measured-against-transformers adapter; the
+    families of `LAYERED_RULES` (and their multimodal wrappers, `MULTIMODAL_TEXT`) are read per layer; any other
+    model_type whose standard fields are present is read by the generic layer model, which says so.
+    """
     if not isinstance(config, Mapping):
         raise UnsupportedModelError("hf_config must be a JSON object (the content of config.json)")
     model_type = config.get("model_type")
-    if model_type == "gemma3":
-        text = config.get("text_config") or {}
-        if not isinstance(text, Mapping):
-            raise UnsupportedModelError("hf_config.text_config must be an object for model_type 'gemma3'")
-        inner = dict(text)
-        inner["model_type"] = "gemma3_text"
-        return _build(inner, "gemma3_text", reported_type="gemma3")
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        close = difflib.get_close_matches(str(model_type), SUPPORTED_MODEL_TYPES, n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    if not isinstance(model_type, str) or not model_type or len(model_type) > 100:
+        raise UnsupportedModelError("hf_config 'model_type' must be a name, as config.json states it")
+    towers = _towers(config, model_type)
+    text, text_type = _text_part(config, model_type)
+    try:
+        if text_type in SUPPORTED_MODEL_TYPES:
+            spec = _build(text, text_type, reported_type=model_type)
+        else:
+            layered = text_type if text_type in LAYERED_RULES else "generic"
+            if layered == "generic":
+                _check_standard_fields(text, model_type)
+            spec = build_layered(text, layered, reported_type=model_type)
+    except ConfigError as exc:
+        raise UnsupportedModelError(str(exc)) from None
+    if towers:
+        spec = replace(spec, tower_params=towers.params, towers=towers.note)
+    return spec
+
+
+def _text_part(config: Mapping[str, Any], model_type: str) -> tuple[Mapping[str, Any], str]:
+    """The language model's config and its model_type: `text_config` of a multimodal wrapper, else the config."""
+    text = config.get("text_config")
+    default_type = MULTIMODAL_TEXT.get(model_type)
+    if text is None:
+        if default_type and any(config.get(key) is None for key in _STANDARD_FIELDS):
+            # a wrapper whose language model is not stated: transformers would build its class defaults, which
+            # are not the checkpoint (a Gemma-3 config without text_config is a 2.6 B default, whatever was meant)
+            raise UnsupportedModelError(
+                f"hf_config of model_type {model_type!r} has no 'text_config' (the language model's config)"
+            )
+        return config, default_type or model_type
+    if not isinstance(text, Mapping):
+        raise UnsupportedModelError(f"hf_config.text_config must be an object for model_type {model_type!r}")
+    inner = dict(text)
+    text_type = default_type or str(inner.get("model_type") or model_type)
+    if text_type in SUPPORTED_MODEL_TYPES or text_type not in LAYERED_RULES:
+        text_type = str(inner.get("model_type") or text_type)
+    inner["model_type"] = text_type
+    # the wrapper's own `tie_word_embeddings` (its class default when absent) decides: transformers 5 ties through
+    # the outer ForConditionalGeneration's config (modeling_utils.py get_expanded_tied_weights_keys); a pre-v5 save
+    # that put `true` inside text_config is forwarded (configuration_qwen2_5_vl.py:207-211)
+    tie = config.get("tie_word_embeddings")
+    if tie is None:
+        tie = WRAPPER_TIES_EMBEDDINGS.get(model_type, False) or inner.get("tie_word_embeddings") is True
+    inner["tie_word_embeddings"] = bool(tie)
+    return inner, text_type
+
+
+_STANDARD_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+
+
+def _check_standard_fields(cfg: Mapping[str, Any], model_type: str) -> None:
+    missing = [key for key in _STANDARD_FIELDS if cfg.get(key) is None]
+    if missing:
         raise UnsupportedModelError(
-            f"unsupported model_type {model_type!r}{hint}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
+            f"model_type {model_type!r} has no rules of its own, and the generic layer model needs the standard"
+            f" fields: hf_config is missing {', '.join(repr(k) for k in missing)}"
         )
-    return _build(config, model_type, reported_type=model_type)
 
 
 # Implementation features: what transformers' modeling_<type>.py does for each model_type, not a
@@ -146,10 +198,25 @@ _FAMILY_FEATURES: dict[str, frozenset[str]] = {
 }
 
 
-def _features(model_type: str, layers: int = 0, sliding_layers: int = 0) -> dict[str, bool]:
+class _Features(TypedDict, total=False):
+    """The ModelSpec feature fields `_FAMILY_FEATURES` names."""
+
+    norm_weight_offset: bool
+    rope_per_layer_type: bool
+    one_mask_with_window: bool
+    sliding_mask_unread: bool
+    router_weights_fp32: bool
+    fused_qkv: bool
+    rope_by_cat: bool
+    fused_gate_up: bool
+    mlp_input_freed: bool
+    attn_output_kept: bool
+
+
+def _features(model_type: str, layers: int = 0, sliding_layers: int = 0) -> _Features:
     """The ModelSpec feature fields of a model_type (`_FAMILY_FEATURES`), resolved against its layers."""
     on = _FAMILY_FEATURES.get(model_type, frozenset())
-    features = dict.fromkeys(on, True)
+    features = cast(_Features, dict.fromkeys(on, True))
     if "sliding_mask_unread" in on:
         features["sliding_mask_unread"] = not sliding_layers  # with sliding layers the mask is read
     if "rope_per_layer_type" in on:
@@ -307,8 +374,9 @@ def _build_llama_family(
     activation = str(cfg.get("hidden_activation") or cfg.get("hidden_act") or "silu")
     attention_bias = bool(cfg.get("attention_bias", False))
     qkv_bias = attention_bias or model_type in ("qwen2", "qwen2_moe")
-    window, sliding_layers = _sliding(cfg, model_type, layers)
-    return ModelSpec(
+    window, sliding = _sliding(cfg, model_type, layers)
+    sliding_layers = sum(sliding)
+    spec = ModelSpec(
         model_type=reported_type,
         num_layers=layers,
         hidden_size=h,
@@ -339,6 +407,17 @@ def _build_llama_family(
         and _set_float(raw, "attn_logit_softcapping", 50.0 if model_type == "gemma2" else None),
         **_features(model_type, layers, sliding_layers),
     )
+    return _with_sliding_runs(spec, window, sliding)
+
+
+def _with_sliding_runs(spec: ModelSpec, window: int, sliding: tuple[bool, ...]) -> ModelSpec:
+    """The flat spec's layers as runs: full attention, the layers that slide keeping `window` positions."""
+    (flat,) = spec.runs
+    per_layer = [
+        (replace(flat.mixer, kind="sliding", window=window) if slides else flat.mixer, flat.mlp, 0)
+        for slides in sliding
+    ]
+    return replace(spec, layer_runs=compress(per_layer))
 
 
 _BUILDERS = {"gpt2": _build_gpt2, "opt": _build_opt, "gpt_neox": _build_gpt_neox}

@@ -4,7 +4,8 @@ has none (qwen2, qwen2_moe, qwen3, qwen3_moe default to None in transformers 5.2
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": {
@@ -187,3 +188,169 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": True,
     },
 }
+
+
+@dataclass(frozen=True, slots=True)
+class LayeredRules:
+    """How one family's modules are laid out, where transformers' modeling file (not the config) decides it.
+    Read by `hf_layered.py`; the config's own keys (attention_bias, mlp_bias, tie_word_embeddings, ...) win
+    over these defaults wherever the config states them."""
+
+    name: str
+    attention_bias: bool = False  # default of `attention_bias` (q/k/v, and o unless o_bias is False)
+    o_bias: bool = True  # o_proj takes `attention_bias` too
+    gated_query: bool = False  # q_proj also emits an output gate (2 × heads × head_dim)
+    qk_norm: Literal["head", "full"] | None = None  # per-head RMSNorm of q and k, or over all heads
+    sinks: bool = False  # learned attention sinks, one per head
+    all_sliding: bool = False  # every attention layer slides when `sliding_window` is set (mistral-style)
+    parallel_mamba: bool = False  # attention and Mamba2 side by side in every layer (Falcon-H1)
+    linear_kind: Literal["linear", "mamba"] = "linear"  # what a "linear_attention" layer type is
+    kimi_delta: bool = False  # linear layers are Kimi Delta Attention (else Gated DeltaNet)
+    mamba_version: int = 2
+    mamba_prefix: str = "mamba"
+    mamba_heads_key: str = "mamba_n_heads"
+    mamba_head_dim_key: str = "mamba_d_head"
+    mamba_state_key: str = "mamba_d_state"
+    mamba_groups_key: str = "mamba_n_groups"
+    mamba_conv_key: str = "mamba_d_conv"
+    mamba_expand_key: str = "mamba_expand"
+    mamba_inner_key: str = ""  # an explicit inner width (Falcon-H1 mamba_d_ssm)
+    mamba_bias_key: str = "mamba_proj_bias"
+    mamba_norm: bool = True  # the gated RMSNorm over the inner width
+    experts_keys: tuple[str, ...] = ("num_experts", "num_local_experts", "n_routed_experts")
+    moe_width_key: str = "moe_intermediate_size"  # per routed expert; absent → intermediate_size
+    dense_width_key: str = ""  # dense layers' width when it differs from intermediate_size
+    shared_width_key: str = "shared_expert_intermediate_size"
+    shared_count_key: str = "n_shared_experts"  # shared experts × the routed width
+    shared_fixed: int = 0  # shared experts the modeling file always builds (Llama 4: one)
+    shared_gate: bool = False  # a sigmoid gate (1 × hidden) on the shared expert
+    router_name: str = "gate"  # the router module's name (quantization ignore lists name it)
+    router_bias: bool = False
+    expert_bias: bool = False  # gate_up and down biases on every expert
+    gated_mlp: bool = True  # gate/up/down; False: up/down (relu²)
+    mlp_prefix: str = "mlp"
+    norms_per_layer: int = 2
+    norm_bias: bool = False  # LayerNorm with a bias
+    one_block_per_layer: bool = False  # a layer is one mixer, MLP or MoE block (nemotron_h)
+    block_configs: bool = False  # per-layer `block_configs` (Nemotron-NAS / DeciLM)
+    tie_word_embeddings: bool = False
+    extra_embed_rows: int = 0  # embedding rows beyond vocab_size (mllama: 8 image tokens)
+    defaults: tuple[tuple[str, Any], ...] = ()  # the configuration class's defaults for keys a config omits
+    qk_norm_weights: bool = True  # `use_qk_norm` norms carry weights (Llama 4's is a weightless L2 norm)
+
+
+# transformers 5.24.0 models/<type>/modeling_<type>.py (and configuration_<type>.py for the defaults); kimi_k2,
+# mimo and nemotron-nas are remote code on the Hub (their modeling files named at each rule)
+LAYERED_RULES: dict[str, LayeredRules] = {
+    "generic": LayeredRules("generic"),
+    # modeling_deepseek_v3.py: MLA, routed + n_shared_experts shared experts, first_k_dense_replace dense layers;
+    # e_score_correction_bias is a buffer; the MTP layers (num_nextn_predict_layers) are not built
+    "deepseek_v3": LayeredRules("deepseek_v3"),
+    "deepseek_v32": LayeredRules("deepseek_v32"),  # + the indexer (index_head_dim, index_n_heads)
+    "kimi_k2": LayeredRules("kimi_k2"),  # DeepseekV3ForCausalLM (Kimi-K2's modeling_deepseek.py)
+    "glm4_moe_lite": LayeredRules("glm4_moe_lite"),
+    # modeling_glm4_moe.py Glm4MoeAttention: q/k/v take attention_bias, o_proj never; optional per-head qk norm
+    "glm4_moe": LayeredRules("glm4_moe", o_bias=False),
+    # modeling_gpt_oss.py: biased q/k/v/o, sinks, a biased router, biased experts; layer_types alternate
+    "gpt_oss": LayeredRules(
+        "gpt_oss",
+        attention_bias=True,
+        sinks=True,
+        router_name="router",
+        router_bias=True,
+        expert_bias=True,
+        moe_width_key="",
+    ),
+    # modeling_phimoe.py: LayerNorm with bias everywhere, routed experts only
+    "phimoe": LayeredRules("phimoe", router_name="router", norm_bias=True, all_sliding=True, moe_width_key=""),
+    "granite": LayeredRules("granite"),
+    # modeling_granitemoehybrid.py: Mamba2 or attention per layer ("mamba"/"attention"), MoE + shared_mlp
+    "granitemoehybrid": LayeredRules(
+        "granitemoehybrid",
+        linear_kind="mamba",
+        router_name="router",
+        moe_width_key="",
+        shared_width_key="shared_intermediate_size",
+    ),
+    # modeling_olmo2.py: post-norms only, q/k RMSNorm over all heads
+    "olmo2": LayeredRules("olmo2", qk_norm="full"),
+    "smollm3": LayeredRules("smollm3", tie_word_embeddings=True),
+    # modeling_falcon_h1.py: attention ∥ Mamba2 (mamba_d_ssm wide, no inner norm unless mamba_rms_norm)
+    "falcon_h1": LayeredRules(
+        "falcon_h1", parallel_mamba=True, mamba_inner_key="mamba_d_ssm", mamba_norm=False, mlp_prefix="feed_forward"
+    ),
+    # modeling_cohere.py: one LayerNorm (weight only) before the parallel attention and MLP; tied embeddings
+    "cohere": LayeredRules("cohere", norms_per_layer=1, tie_word_embeddings=True),
+    # modeling_jamba.py: Mamba1 with dt/B/C norms; attention every attn_layer_period; MoE every expert_layer_period
+    "jamba": LayeredRules("jamba", mamba_version=1, router_name="router", moe_width_key="", mlp_prefix="feed_forward"),
+    # modeling_nemotron_h.py: each layer is one block (Mamba2, attention, relu² MLP or relu² MoE) with one norm
+    "nemotron_h": LayeredRules(
+        "nemotron_h",
+        one_block_per_layer=True,
+        linear_kind="mamba",
+        gated_mlp=False,
+        mamba_prefix="mixer",
+        mamba_heads_key="mamba_num_heads",
+        mamba_head_dim_key="mamba_head_dim",
+        mamba_state_key="ssm_state_size",
+        mamba_groups_key="n_groups",
+        mamba_conv_key="conv_kernel",
+        mamba_expand_key="expand",
+        mamba_bias_key="use_bias",
+        shared_width_key="moe_shared_expert_intermediate_size",
+        mlp_prefix="mixer",
+    ),
+    # DeciLM (Nemotron-NAS, remote code modeling_decilm.py): per-layer block_configs
+    "nemotron-nas": LayeredRules("nemotron-nas", block_configs=True),
+    # modeling_minimax_m2.py: q/k RMSNorm over all heads, routed experts only
+    "minimax_m2": LayeredRules("minimax_m2", qk_norm="full", moe_width_key=""),
+    # MiMo (remote code modeling_mimo.py): Qwen2 layers (biased q/k/v)
+    "mimo": LayeredRules("mimo", attention_bias=True, o_bias=False),
+    # modeling_exaone4.py: post-norms, per-head q/k norm, layer_types for the sliding layers
+    "exaone4": LayeredRules("exaone4", qk_norm="head"),
+    # modeling_ernie4_5.py: `use_bias` on q/k/v/o and the MLP; tied embeddings by default
+    "ernie4_5": LayeredRules("ernie4_5", tie_word_embeddings=True),
+    # modeling_qwen3_next.py: gated query, per-head qk norm, GDN linear layers, MoE with a gated shared expert
+    "qwen3_next": LayeredRules("qwen3_next", gated_query=True, qk_norm="head", shared_gate=True),
+    "qwen3_5_text": LayeredRules("qwen3_5_text", gated_query=True, qk_norm="head", shared_gate=True),
+    "qwen3_5_moe_text": LayeredRules("qwen3_5_moe_text", gated_query=True, qk_norm="head", shared_gate=True),
+    # modeling_kimi_linear.py: KDA linear layers, MLA full layers (no q LoRA), first dense then MoE
+    "kimi_linear": LayeredRules("kimi_linear", kimi_delta=True, shared_count_key="num_shared_experts"),
+    # modeling_llama4.py Llama4TextModel: chunked local attention on RoPE layers, MoE every
+    # interleave_moe_layer_step with one shared expert; dense layers intermediate_size_mlp wide
+    "llama4_text": LayeredRules(
+        "llama4_text",
+        moe_width_key="",
+        router_name="router",
+        qk_norm_weights=False,
+        dense_width_key="intermediate_size_mlp",
+        shared_fixed=1,
+        mlp_prefix="feed_forward",
+        defaults=(("attention_chunk_size", 8192), ("no_rope_layer_interval", 4)),  # configuration_llama4.py:157-158
+    ),
+    "mllama_text_model": LayeredRules("mllama_text_model", extra_embed_rows=8),
+    "qwen2_5_vl_text": LayeredRules("qwen2_5_vl_text", attention_bias=True, o_bias=False),
+    "qwen3_vl_text": LayeredRules("qwen3_vl_text", qk_norm="head"),
+    "qwen3_vl_moe_text": LayeredRules("qwen3_vl_moe_text", qk_norm="head"),
+    "mistral": LayeredRules("mistral", all_sliding=True),
+}
+
+
+# multimodal wrappers → the model_type of their language model (the transformers class of `text_config`)
+MULTIMODAL_TEXT: dict[str, str] = {
+    "gemma3": "gemma3_text",
+    "mllama": "mllama_text_model",
+    "llama4": "llama4_text",
+    "qwen2_5_vl": "qwen2_5_vl_text",
+    "qwen3_vl": "qwen3_vl_text",
+    "qwen3_vl_moe": "qwen3_vl_moe_text",
+    "qwen3_5": "qwen3_5_text",
+    "qwen3_5_moe": "qwen3_5_moe_text",
+    "mistral3": "mistral",
+    "gemma4": "gemma4_text",
+}
+
+# the wrappers' `tie_word_embeddings` defaults (configuration_mistral3.py:98, configuration_gemma3.py:212; the others
+# False: configuration_llama4.py:239, configuration_mllama.py:136, configuration_qwen2_5_vl.py:190,
+# configuration_qwen3_vl.py:140)
+WRAPPER_TIES_EMBEDDINGS: dict[str, bool] = {"mistral3": True, "gemma3": True}

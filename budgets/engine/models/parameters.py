@@ -32,6 +32,11 @@ def _norm_params(spec: ModelSpec, size: int) -> int:
 @lru_cache(maxsize=1024)
 def parameter_count(spec: ModelSpec) -> ParameterCount:
     """Exact number of parameters, with a breakdown by part."""
+    if spec.counts_by_runs:
+        embedding, lm_head, final = spec.top_params
+        layers = sum(run.count * run.params for run in spec.layer_runs)
+        total = embedding + lm_head + final + layers + spec.tower_params + spec.extra_params
+        return ParameterCount(total=total, embedding=embedding, lm_head=lm_head, final_norm=final)
     h = spec.hidden_size
     embedding = spec.vocab_size * spec.embed_dim + spec.learned_positions * h
     if spec.embed_proj_dim and spec.embed_proj_dim != h:

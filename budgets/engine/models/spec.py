@@ -3,8 +3,11 @@ for a directly given architecture. Counts are plain integers (not bytes)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
+
+from .layers import LayerRun, Mixer, Mlp
+from .weight_groups import WeightGroup
 
 MlpKind = Literal["gated", "standard"]
 NormKind = Literal["rms", "layer"]
@@ -64,6 +67,17 @@ class ModelSpec:
     rope_by_cat: bool = False  # rope ends in torch.cat: the attention output's transpose is a copy
     mlp_input_freed: bool = False  # the normed MLP input dies at the first MLP projection: one hidden less
     attn_output_kept: bool = False  # the attention output stays alive through the MLP: one hidden more
+    # the per-layer model (layers.py): runs of identical layers. Empty: every layer is the flat fields above
+    # (full attention, `num_sliding_layers` of them sliding). With `params` set on the runs the parameter count
+    # is their sum (models whose layers differ); the flat fields then describe the most common layer.
+    layer_runs: tuple[LayerRun, ...] = ()
+    top_params: tuple[int, int, int] = (0, 0, 0)  # layered models: (embedding, LM head, final norm) parameters
+    tower_params: int = 0  # vision/audio towers and their projector (multimodal checkpoints)
+    towers: str = ""  # what `tower_params` counts, in words
+    extra_params: int = 0  # parameters outside the decoder layers the flat formula does not know (e.g. router biases)
+    # the checkpoint's tensors by kind (layered models): what quantization configs price; not part of identity
+    weight_groups: tuple[WeightGroup, ...] = field(default=(), compare=False, hash=False, repr=False)
+    layer_model: str = ""  # how the layers were read ("generic" for a model_type the adapter has no rules for)
 
     # --- derived sizes -------------------------------------------------------------------------
     @property
@@ -97,6 +111,27 @@ class ModelSpec:
     @property
     def mlp_matrices(self) -> int:
         return 3 if self.mlp == "gated" else 2
+
+    @property
+    def runs(self) -> tuple[LayerRun, ...]:
+        """The layer runs: given, or every layer a full-attention layer of the flat fields."""
+        if self.layer_runs:
+            return self.layer_runs
+        return _flat_runs(self)
+
+    @property
+    def counts_by_runs(self) -> bool:
+        """Whether the parameter count is the sum over the layer runs (models whose layers differ)."""
+        return any(run.params for run in self.layer_runs)
+
+
+def _flat_runs(spec: ModelSpec) -> tuple[LayerRun, ...]:
+    mixer = Mixer("full", spec.num_attention_heads, spec.num_kv_heads, spec.head_dim)
+    if spec.is_moe:
+        mlp = Mlp("moe", spec.expert_intermediate_size, spec.num_experts, spec.experts_per_token)
+    else:
+        mlp = Mlp("dense", spec.intermediate_size)
+    return (LayerRun(spec.num_layers, mixer, mlp),)
 
 
 def from_architecture(
