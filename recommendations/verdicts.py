@@ -28,7 +28,6 @@ from typing import Any
 
 from budgets.engine import Workload
 from budgets.engine.components.kv_cache import kv_bytes_per_token
-from budgets.engine.parallel import kv_heads_per_device
 from catalog import compat
 from measurements.calibration import CorrectedFigure, Correction, apply_correction
 
@@ -134,9 +133,7 @@ def _model_load(pb: PlanBudget) -> roofline.ModelLoad:
     """A replica's decode step reads every stage's weights and KV in turn: per device × pipeline stages."""
     workload, plan = pb.workload, pb.plan
     spec = workload.spec
-    kv_per_token = kv_bytes_per_token(
-        spec, kv_heads_per_device(spec, plan.tensor), spec.num_layers, workload.precision.kv_cache or "bf16"
-    )
+    kv_per_token = kv_bytes_per_token(spec, plan.tensor, 0, spec.num_layers, workload.precision.kv_cache or "bf16")
     weights = pb.budget.per_device.component("weights").bytes * plan.pipeline
     return roofline.model_load(spec, weight_bytes_per_device=weights, kv_bytes_per_token_per_device=kv_per_token)
 

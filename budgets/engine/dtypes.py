@@ -10,6 +10,8 @@ BYTES_PER_ELEMENT: dict[str, float] = {
     "int8": 1.0,
     "int4": 0.5,
     "nf4": 0.5,
+    "nvfp4": 0.5,
+    "mxfp4": 0.5,
 }
 
 QUANT_GROUP = 128  # weights per quantization group (GPTQ/AWQ-style group scales)
@@ -29,6 +31,10 @@ SCALE_BYTES_PER_WEIGHT: dict[str, float] = {
     "int4": 4 / QUANT_GROUP,
     "fp8": 0.0,
     "nf4": NF4_ABSMAX_BYTES / NF4_BLOCK,
+    # NVFP4: an fp8 e4m3 scale per 16 weights (+ an fp32 global scale per tensor, negligible); MXFP4: an e8m0 scale
+    # per 32 (OCP Microscaling Formats v1.0 §5; quantization.py prices a checkpoint's tensors exactly)
+    "nvfp4": 1 / 16,
+    "mxfp4": 1 / 32,
 }
 
 

@@ -13,17 +13,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from .models.hf_config import SUPPORTED_MODEL_TYPES, UnsupportedModelError, from_hf_config
+from .models.checkpoint import CheckpointWeights, read_checkpoint
+from .models.hf_config import UnsupportedModelError, from_hf_config
 from .models.presets import close_preset_ids, load_presets
 from .models.spec import ModelSpec, from_architecture
 from .vllm import DEFAULT_VLLM_VERSION, default_gpu_memory_utilization
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
-# weights only: bitsandbytes NF4 (4-bit codes + an fp32 absmax per 64 weights, dtypes.py)
-WeightPrecision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4"]
+# weights only: bitsandbytes NF4 (4-bit codes + an fp32 absmax per 64 weights), NVFP4 (fp4 + an fp8 scale per 16),
+# MXFP4 (fp4 + an e8m0 scale per 32) — dtypes.py
+WeightPrecision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "nvfp4", "mxfp4"]
 KvCacheLayout = Literal["paged", "contiguous", "dynamic"]
 FLOAT_PRECISIONS: tuple[Literal["fp32"], Literal["bf16"], Literal["fp16"]] = ("fp32", "bf16", "fp16")
-QUANTIZED_PRECISIONS = ("fp8", "int8", "int4", "nf4")
+QUANTIZED_PRECISIONS = ("fp8", "int8", "int4", "nf4", "nvfp4", "mxfp4")
 
 MAX_TOKENS = 10_000_000  # longest request, prompt + output, tokens
 MAX_SESSIONS = 100_000
@@ -76,8 +78,15 @@ class ModelRef(_Section):
     architecture: Architecture | None = None
     parameter_count: int | None = Field(None, ge=1, le=MAX_PARAMETERS, description="exact; overrides the derived count")
     weights_bytes: int | None = Field(None, ge=1, le=MAX_BYTES, description="exact on-device weight bytes")
+    checkpoint: dict[str, Any] | None = Field(
+        None,
+        description="the checkpoint's safetensors summary: {'total_size': bytes} (model.safetensors.index.json"
+        " metadata) or {'tensors': [{'name', 'dtype', 'shape'}, ...]} (the headers); exact weights for any"
+        " architecture or quantization",
+    )
 
     _spec: ModelSpec | None = PrivateAttr(default=None)
+    _checkpoint: CheckpointWeights | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _resolve(self) -> ModelRef:
@@ -122,7 +131,16 @@ class ModelRef(_Section):
                 attention_bias=a.attention_bias,
                 norm=a.norm,
             )
+        if self.hf_config is not None or self.checkpoint is not None:
+            assert self._spec is not None
+            self._checkpoint = read_checkpoint(self.hf_config, self._spec, self.checkpoint)
         return self
+
+    @property
+    def checkpoint_weights(self) -> CheckpointWeights | None:
+        """What the checkpoint (quantization_config, model.checkpoint) says of the weights."""
+        value: CheckpointWeights | None = self.__pydantic_private__["_checkpoint"]  # type: ignore[index]
+        return value
 
     @property
     def spec(self) -> ModelSpec:
@@ -408,6 +426,7 @@ class Workload(_Section):
             _resolve_engine_defaults(self.inference, self.runtime)
         if self.task == "training" and self.training is None:
             self.training = TrainingSpec()
+        _apply_checkpoint(self.model, self.precision)
         spec = self.model.spec
         par = self.parallelism
         if spec.num_attention_heads % par.tensor:
@@ -432,9 +451,27 @@ class Workload(_Section):
         return self
 
     @property
+    def checkpoint_weights(self) -> CheckpointWeights | None:
+        """What the checkpoint (quantization_config, model.checkpoint) says of the weights."""
+        value: CheckpointWeights | None = self.__pydantic_private__["_checkpoint"]  # type: ignore[index]
+        return value
+
+    @property
     def spec(self) -> ModelSpec:
         assert self.model is not None
         return self.model.spec
+
+
+def _apply_checkpoint(model: ModelRef, precision: PrecisionSpec) -> None:
+    """A checkpoint's own figures stand where the user stated none: its stored weight bytes, and the precision of
+    its quantized Linears (what compatibility is checked against)."""
+    ckpt = model.checkpoint_weights
+    if ckpt is None:
+        return
+    if model.weights_bytes is None:
+        model.weights_bytes = ckpt.bytes
+    if ckpt.precision is not None and "weights" not in precision.model_fields_set:
+        precision.weights = ckpt.precision  # type: ignore[assignment]  # one of WeightPrecision
 
 
 def _resolve_engine_defaults(inference: InferenceSpec, runtime: RuntimeSpec) -> None:
@@ -454,7 +491,6 @@ def workload_json_schema() -> dict[str, Any]:
 
 
 __all__ = [
-    "SUPPORTED_MODEL_TYPES",
     "Architecture",
     "CustomComponent",
     "CustomSpec",

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 WORKLOAD_PRECISIONS: tuple[str, ...] = tuple(BYTES_PER_ELEMENT)
 DEVICE_ONLY_PRECISIONS: tuple[str, ...] = ("fp64", "tf32", "fp8_fnuz", "mxfp8", "fp6", "fp4")
-STORAGE_ONLY_PRECISIONS: frozenset[str] = frozenset({"nf4"})  # weights only; never a device's precision
+# weights only, never a device's precision (nvfp4/mxfp4 normalize to the device's "fp4" through the aliases)
+STORAGE_ONLY_PRECISIONS: frozenset[str] = frozenset({"nf4", "nvfp4", "mxfp4"})
 CANONICAL_PRECISIONS: tuple[str, ...] = (
     tuple(p for p in WORKLOAD_PRECISIONS if p not in STORAGE_ONLY_PRECISIONS) + DEVICE_ONLY_PRECISIONS
 )
@@ -33,6 +34,8 @@ PRECISION_LABELS: dict[str, str] = {
     "fp32": "FP32", "bf16": "BF16", "fp16": "FP16", "fp8": "FP8 (OCP e4m3/e5m2)", "int8": "INT8",
     "int4": "INT4", "fp64": "FP64", "tf32": "TF32", "fp8_fnuz": "FP8 FNUZ (AMD CDNA3)", "mxfp8": "MXFP8",
     "fp6": "FP6", "fp4": "FP4 (NVFP4/MXFP4)", "nf4": "NF4 (bitsandbytes 4-bit NormalFloat, weights only)",
+    "nvfp4": "NVFP4 (fp4 with an fp8 scale per 16, weights only)",
+    "mxfp4": "MXFP4 (fp4 with an e8m0 scale per 32, weights only)",
 }  # fmt: skip
 
 PRECISION_ALIASES: dict[str, str] = {

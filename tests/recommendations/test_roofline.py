@@ -30,11 +30,10 @@ TOLERANCE = 0.25
 def bf16_load(preset: str, tensor_parallel: int = 1) -> ModelLoad:
     """bf16 weights and KV cache, sharded evenly over ``tensor_parallel`` devices (as the budget does)."""
     spec = load_presets()[preset].spec
-    kv_heads = max(spec.num_kv_heads // tensor_parallel, 1)
     return model_load(
         spec,
         weight_bytes_per_device=parameter_count(spec).total * 2 // tensor_parallel,
-        kv_bytes_per_token_per_device=kv_bytes_per_token(spec, kv_heads, spec.num_layers, "bf16"),
+        kv_bytes_per_token_per_device=kv_bytes_per_token(spec, tensor_parallel, 0, spec.num_layers, "bf16"),
     )
 
 

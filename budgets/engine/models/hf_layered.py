@@ -162,7 +162,7 @@ def _dims(r: Reader, rules: LayeredRules) -> _Dims:
 
 def _mixer_kinds(r: Reader, d: _Dims, rules: LayeredRules) -> list[MixerKind]:
     n = d.layers
-    if rules.block_configs:
+    if rules.block_configs or r.has("block_configs"):
         return ["full"] * n  # NAS: decided per block in _nas_layers
     types = r.str_list("layer_types", n)
     if types is not None:
@@ -385,20 +385,27 @@ def _kimi_delta(g: _Groups, r: Reader, d: _Dims) -> Mixer:
     return Mixer("linear", conv_state=(kernel - 1) * 3 * width, recurrent_state=heads * hd * hd)
 
 
+def _key(r: Reader, preferred: str, *alternatives: str) -> str:
+    """The family's key for a field, else the first spelling another family uses that the config has."""
+    if r.has(preferred):
+        return preferred
+    return next((key for key in alternatives if r.has(key)), preferred)
+
+
 def _mamba2(g: _Groups, r: Reader, d: _Dims, rules: LayeredRules) -> Mixer:
     """Mamba2 mixer (modeling_nemotron_h.py / granitemoehybrid / falcon_h1 / bamba `...Mamba2Mixer`)."""
     p = rules.mamba_prefix
-    heads = r.integer(rules.mamba_heads_key, lo=1, hi=MAX_HEADS)
-    head_dim = r.integer(rules.mamba_head_dim_key, 0, hi=4096)
-    state = r.integer(rules.mamba_state_key, lo=1, hi=MAX_STATE)
-    groups = r.integer(rules.mamba_groups_key, 1, lo=1, hi=MAX_HEADS)
-    kernel = r.integer(rules.mamba_conv_key, 4, lo=1, hi=MAX_STATE)
+    heads = r.integer(_key(r, rules.mamba_heads_key, "mamba_n_heads", "mamba_num_heads"), lo=1, hi=MAX_HEADS)
+    head_dim = r.integer(_key(r, rules.mamba_head_dim_key, "mamba_d_head", "mamba_head_dim"), 0, hi=4096)
+    state = r.integer(_key(r, rules.mamba_state_key, "mamba_d_state", "ssm_state_size"), lo=1, hi=MAX_STATE)
+    groups = r.integer(_key(r, rules.mamba_groups_key, "mamba_n_groups", "n_groups"), 1, lo=1, hi=MAX_HEADS)
+    kernel = r.integer(_key(r, rules.mamba_conv_key, "mamba_d_conv", "conv_kernel"), 4, lo=1, hi=MAX_STATE)
     if rules.mamba_inner_key and r.has(rules.mamba_inner_key):
         inner = r.integer(rules.mamba_inner_key, lo=1)
     elif head_dim:
         inner = heads * head_dim
     else:
-        inner = r.integer(rules.mamba_expand_key, 2, lo=1, hi=64) * d.h
+        inner = r.integer(_key(r, rules.mamba_expand_key, "mamba_expand", "expand"), 2, lo=1, hi=64) * d.h
     bias = r.flag(rules.mamba_bias_key, False)
     conv_bias = r.flag("use_conv_bias", True)
     conv = inner + 2 * groups * state
@@ -438,9 +445,16 @@ def _mamba1(g: _Groups, r: Reader, d: _Dims) -> Mixer:
     return Mixer("mamba", conv_state=(kernel - 1) * inner, recurrent_state=inner * state)
 
 
+def _gated(r: Reader, rules: LayeredRules) -> bool:
+    """Gate/up/down, unless the family says otherwise or the MLP's activation is relu² (Nemotron's squared ReLU is
+    never gated: modeling_nemotron_h.py NemotronHMLP up → relu² → down)."""
+    act = r.cfg.get("mlp_hidden_act") or r.cfg.get("hidden_act")
+    return rules.gated_mlp and act != "relu2"
+
+
 def _dense_mlp(g: _Groups, r: Reader, d: _Dims, rules: LayeredRules, width: int, prefix: str) -> Mlp:
     bias = r.flag("mlp_bias", False)
-    if rules.gated_mlp:
+    if _gated(r, rules):
         g.linear(f"{prefix}.gate_proj", "mlp", width, d.h, bias)
     g.linear(f"{prefix}.up_proj", "mlp", width, d.h, bias)
     g.linear(f"{prefix}.down_proj", "mlp", d.h, width, bias)
@@ -455,7 +469,7 @@ def _moe(g: _Groups, r: Reader, d: _Dims, rules: LayeredRules) -> Mlp:
     width = r.integer(rules.moe_width_key, d.inter, lo=1) if rules.moe_width_key else d.inter
     p = rules.mlp_prefix
     g.linear(f"{p}.{rules.router_name}", "router", experts, d.h, rules.router_bias)
-    matrices = 3 if rules.gated_mlp else 2
+    matrices = 3 if _gated(r, rules) else 2
     g.add(f"{p}.experts", "expert", (matrices * width, d.h), per_layer=experts)
     if rules.expert_bias:
         g.add(f"{p}.experts.bias", "expert", ((matrices - 1) * width + d.h,), linear=False, per_layer=experts)
@@ -520,13 +534,16 @@ def _nas_layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, M
 
 
 def _layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, Mlp, _Groups]]:
-    if rules.block_configs:
+    if rules.block_configs or r.has("block_configs"):
         return _nas_layers(r, d, rules)
     kinds = _mixer_kinds(r, d, rules)
     moe = _moe_layers(r, d.layers, kinds, rules)
     blocks = r.str_list("layers_block_type", d.layers) or r.cfg.get("hybrid_override_pattern")
     mla = r.has("kv_lora_rank")
     cross = set(r.int_list("cross_attention_layers", hi=MAX_LAYERS) or [])
+    # a pattern that names MLP and MoE blocks (hybrid_override_pattern "-"/"E", layers_block_type "mlp"/"moe") makes
+    # every layer one block
+    one_block = rules.one_block_per_layer or (blocks is not None and any(b in ("-", "E", "mlp", "moe") for b in blocks))
     out = []
     for i, kind in enumerate(kinds):
         g = _Groups(i)
@@ -538,12 +555,14 @@ def _layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, Mlp, 
             mixer = _attention(g, r, d, rules, kind)
             _mamba2(g, r, d, rules)
         elif kind == "linear":
-            mixer = _kimi_delta(g, r, d) if rules.kimi_delta else _gated_delta_net(g, r, d)
+            kda = rules.kimi_delta or isinstance(r.cfg.get("linear_attn_config"), Mapping)
+            mixer = _kimi_delta(g, r, d) if kda else _gated_delta_net(g, r, d)
         elif kind == "mamba":
-            mixer = _mamba2(g, r, d, rules) if rules.mamba_version == 2 else _mamba1(g, r, d)
+            mamba1 = rules.mamba_version == 1 or r.has("mamba_dt_rank")
+            mixer = _mamba1(g, r, d) if mamba1 else _mamba2(g, r, d, rules)
         elif kind in ("full", "sliding", "chunked"):
             mixer = _mla(g, r, d) if mla else _attention(g, r, d, rules, kind)
-        if rules.one_block_per_layer:  # nemotron_h: a layer is a mixer, an MLP or an MoE
+        if one_block:  # nemotron_h: a layer is a mixer, an MLP or an MoE
             mlp = Mlp("none")
             if block in ("moe", "E"):
                 mlp = _moe(g, r, d, rules)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .spec import ModelSpec
+from .weight_groups import WeightGroup
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,3 +73,46 @@ def parameter_count(spec: ModelSpec) -> ParameterCount:
     layers += spec.num_moe_layers * moe + (spec.num_layers - spec.num_moe_layers) * dense
     total = embedding + lm_head + layers + final
     return ParameterCount(total=total, embedding=embedding, lm_head=lm_head, final_norm=final)
+
+
+@lru_cache(maxsize=256)
+def weight_groups(spec: ModelSpec) -> tuple[WeightGroup, ...]:
+    """The checkpoint's tensors by kind: the layered reader's own, or for a flat spec its projections in the
+    Llama-style names quantization configs use, with the remaining parameters (norms, biases, positions) as one
+    unquantizable group, so the elements always add up to `parameter_count`."""
+    if spec.weight_groups:
+        return spec.weight_groups
+    h, layers = spec.hidden_size, tuple(range(spec.num_layers))
+    pc = parameter_count(spec)
+    groups = [WeightGroup("model.embed_tokens", "embedding", (pc.embedding,), linear=False)]
+    if pc.lm_head:
+        groups.append(WeightGroup("lm_head", "lm_head", (spec.vocab_size, spec.embed_dim)))
+    attn = "model.layers.{layer}.self_attn."
+    groups += [
+        WeightGroup(attn + "q_proj", "attention", (spec.q_dim, h), layers),
+        WeightGroup(attn + "k_proj", "attention", (spec.kv_dim, h), layers),
+        WeightGroup(attn + "v_proj", "attention", (spec.kv_dim, h), layers),
+        WeightGroup(attn + "o_proj", "attention", (h, spec.q_dim), layers),
+    ]
+    names = ("gate_proj", "up_proj", "down_proj") if spec.mlp == "gated" else ("up_proj", "down_proj")
+    dense = tuple(range(spec.num_layers - spec.num_moe_layers))
+    for name in names:
+        shape = (h, spec.intermediate_size) if name == "down_proj" else (spec.intermediate_size, h)
+        if dense:
+            groups.append(WeightGroup(f"model.layers.{{layer}}.mlp.{name}", "mlp", shape, dense))
+    if spec.is_moe:
+        moe = tuple(range(spec.num_layers - spec.num_moe_layers, spec.num_layers))
+        width = spec.expert_intermediate_size
+        groups.append(WeightGroup("model.layers.{layer}.mlp.gate", "router", (spec.num_experts, h), moe))
+        groups.append(
+            WeightGroup(
+                "model.layers.{layer}.mlp.experts", "expert", (spec.mlp_matrices * width, h), moe, spec.num_experts
+            )
+        )
+        if spec.shared_expert_intermediate_size:
+            shared = (spec.mlp_matrices * spec.shared_expert_intermediate_size, h)
+            groups.append(WeightGroup("model.layers.{layer}.mlp.shared_expert", "shared_expert", shared, moe))
+    rest = pc.total - sum(g.elements for g in groups)
+    if rest:
+        groups.append(WeightGroup("model.other", "other", (rest,), linear=False))
+    return tuple(groups)

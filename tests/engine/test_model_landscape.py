@@ -1,0 +1,222 @@
+"""The model landscape: real configs of the families people deploy, read per layer.
+
+Parameter counts are checked against transformers 5.24.0's meta-device count of the same config, stored beside
+each config in tests/engine/data/hf_configs (re-counted by `python -m benchmarks.model_landscape.count_parameters
+--check`, which needs the bench extras); KV and state per token and per sequence against vLLM's `KVCacheSpec`s
+(vllm-0.11.0/v1/kv_cache_interface.py, model_executor/layers/mamba/mamba_utils.py), worked by hand from the
+config numbers in each test.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from budgets.engine import estimate
+from budgets.engine.components import kv_cache as kv
+from budgets.engine.models.hf_config import UnsupportedModelError, from_hf_config
+from budgets.engine.models.parameters import parameter_count, weight_groups
+from budgets.engine.schema import Workload
+from budgets.engine.vllm import CacheLayout
+
+DATA = Path(__file__).parent / "data" / "hf_configs"
+RECORDS = {p.stem: json.loads(p.read_text()) for p in sorted(DATA.glob("*.json"))}
+# Gemma 4's layers differ in head geometry (sliding: head_dim 256, 8 KV heads; full: head_dim 512, 2 KV heads,
+# k = v) and run a dense MLP beside the MoE: not read yet (the issue stays open for it)
+NOT_YET = {"gemma-4-26b-a4b"}
+GIB = 2**30
+
+
+def _spec(record_id: str):
+    return from_hf_config(RECORDS[record_id]["config"])
+
+
+@pytest.mark.parametrize("record_id", sorted(set(RECORDS) - NOT_YET))
+def test_parameters_equal_transformers_meta_count(record_id: str) -> None:
+    record = RECORDS[record_id]
+    spec = from_hf_config(record["config"])
+    counted = record["transformers"]
+    expected = counted.get("text_parameter_count") or counted["parameter_count"]
+    assert parameter_count(spec).total - spec.tower_params == expected
+    # the weight groups quantization prices add up to the same parameters
+    assert sum(g.elements for g in weight_groups(spec)) == parameter_count(spec).total
+
+
+def test_the_collection_covers_the_families() -> None:
+    types = {r["model_type"] for r in RECORDS.values()}
+    for needed in (
+        "deepseek_v3",
+        "deepseek_v32",
+        "kimi_k2",
+        "kimi_linear",
+        "glm4_moe",
+        "glm4_moe_lite",
+        "gpt_oss",
+        "granite",
+        "olmo2",
+        "smollm3",
+        "minimax_m2",
+        "mimo",
+        "nemotron-nas",
+        "mllama",
+        "llama4",
+        "qwen2_5_vl",
+        "qwen3_vl",
+        "qwen3_next",
+        "qwen3_5",
+        "qwen3_5_moe",
+        "mistral3",
+        "nemotron_h",
+        "jamba",
+    ):
+        assert needed in types
+
+
+@pytest.mark.parametrize("record_id", sorted(set(RECORDS) - NOT_YET))
+def test_every_collected_config_is_budgeted_under_vllm(record_id: str) -> None:
+    w = Workload.model_validate({"task": "inference", "model": {"hf_config": RECORDS[record_id]["config"]}})
+    budget = estimate(w, device_memory_bytes=int(139.81 * GIB))
+    assert budget.per_device.total_bytes > 0
+    assert budget.serving is not None and budget.serving.kv_bytes_per_token >= 0
+
+
+# --- KV and state per kind, against vLLM's KVCacheSpec (v0.11.0) -------------------------------------------
+
+
+def test_full_attention_llama_3_1_8b() -> None:
+    """FullAttentionSpec.page_size_bytes = 2 × block × kv_heads × head_size × dtype (kv_cache_interface.py:63-66):
+    32 layers × 2 × 8 × 128 × 2 B = 131,072 B/token."""
+    spec = from_hf_config(
+        {
+            "model_type": "llama",
+            "hidden_size": 4096,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "intermediate_size": 14336,
+            "vocab_size": 128256,
+        }
+    )
+    assert kv.kv_bytes_per_token(spec, 1, 0, 32, "bf16") == 131_072
+    assert kv.kv_bytes_per_token(spec, 8, 0, 32, "bf16") == 131_072 // 8
+    assert kv.kv_bytes_per_token(spec, 16, 0, 32, "bf16") == 131_072 // 8  # max(1, 8 // 16) heads, replicated
+
+
+def test_mla_deepseek_v3_latent_is_not_split_by_tensor_degree() -> None:
+    """MLAAttentionSpec: one latent of kv_lora_rank + qk_rope_head_dim per token (kv_cache_interface.py:146-153,
+    attention/layer mla.py:96-101: head_size 576, one KV head): 61 × 576 × 2 B = 70,272 B/token, at any TP."""
+    spec = _spec("deepseek-v3")
+    assert {r.mixer.kind for r in spec.layer_runs} == {"mla"}
+    for tensor in (1, 8, 16):
+        assert kv.kv_bytes_per_token(spec, tensor, 0, 61, "bf16") == 70_272
+    assert kv.kv_bytes_per_token(spec, 1, 0, 61, "fp8") == 35_136
+
+
+def test_mla_deepseek_v32_adds_the_indexer_key() -> None:
+    """V3.2's indexer caches index_head_dim (128) more per token and layer (deepseek_v2.py:770-775 keeps 128 fp8
+    values + a 4 B scale = 132 B; at the cache dtype here: 128 elements)."""
+    spec = _spec("deepseek-v3.2")
+    assert kv.kv_bytes_per_token(spec, 1, 0, 61, "bf16") == 61 * (576 + 128) * 2
+
+
+def test_sliding_window_gpt_oss_120b_pool_per_request() -> None:
+    """SlidingWindowSpec.max_memory_usage_bytes: (cdiv(min(window − 1 + max_num_batched_tokens, tokens), block)
+    + 1) pages (kv_cache_interface.py:192-214); full layers every block. gpt-oss-120b: 18 full + 18 sliding (128)
+    layers, 8 KV heads × 64: 2,048 B/token/layer. One request of 131,072 tokens, mnbt 8,192, block 16:
+    18 × 8,192 × 32,768 + 18 × (cdiv(8,319, 16) + 1) × 32,768 = 4,831,838,208 + 307,298,304 B."""
+    spec = _spec("gpt-oss-120b")
+    kinds = {r.mixer.kind: 0 for r in spec.layer_runs}
+    for r in spec.layer_runs:
+        kinds[r.mixer.kind] += r.count
+    assert kinds == {"sliding": 18, "full": 18}
+    cache = CacheLayout(spec, 1, 0, 36, "bf16", 16, 8192)
+    assert cache.request_bytes(131_072) == 4_831_838_208 + 307_298_304
+    # the pool's reported tokens count every layer as one attention page (kv_cache_utils.py:1080-1087)
+    assert cache.page_bytes_per_token == 36 * 2048
+    # transformers keeps at most the window on the sliding layers
+    assert kv.kv_cache_bytes(spec, 1, 0, 36, "bf16", "contiguous", 1000, 1) == (18 * 1000 + 18 * 128) * 2048
+
+
+def test_chunked_llama_4_scout_is_cached_as_full_attention_by_vllm() -> None:
+    """Llama 4: 36 chunked (8,192) + 12 global layers; vLLM 0.11 turns the hybrid allocator off for chunked local
+    attention (config/__init__.py:519-529), so every layer keeps every block: 48 × 2 × 8 × 128 × 2 = 196,608 B."""
+    spec = _spec("llama-4-scout")
+    counts = {"chunked": 0, "full": 0}
+    for r in spec.layer_runs:
+        counts[r.mixer.kind] += r.count
+    assert counts == {"chunked": 36, "full": 12}
+    assert kv.kv_bytes_per_token(spec, 1, 0, 48, "bf16") == 196_608
+    assert kv.kv_bytes_per_token(spec, 4, 0, 48, "bf16") == 49_152
+    cache = CacheLayout(spec, 1, 0, 48, "bf16", 16, 8192)
+    assert cache.uniform and cache.request_bytes(100_000) == 196_608 * 100_000
+    # transformers' cache keeps a chunk on the chunked layers
+    assert kv.kv_cache_bytes(spec, 1, 0, 48, "bf16", "contiguous", 10_000, 1) == 4096 * (12 * 10_000 + 36 * 8192)
+
+
+def test_linear_attention_qwen3_next_state_per_sequence() -> None:
+    """Gated DeltaNet (mamba_utils.py gated_delta_net_state_shape): conv (kernel − 1) × (2·16·128 + 32·128) and
+    temporal 32 × 128 × 128 per layer: 1,097,728 B in bf16; 36 such layers = 39,518,208 B per sequence; the 12
+    full-attention layers (2 KV heads × 256): 24,576 B/token."""
+    spec = _spec("qwen3-next-80b-a3b")
+    assert kv.state_bytes_per_sequence(spec, 1, 0, 48, "bf16") == 39_518_208
+    assert kv.kv_bytes_per_token(spec, 1, 0, 48, "bf16") == 24_576
+    assert kv.kv_bytes_per_token(spec, 2, 0, 48, "bf16") == 12_288  # max(1, 2 // 2)
+    assert kv.state_bytes_per_sequence(spec, 2, 0, 48, "bf16") == 39_518_208 // 2
+
+
+def test_mamba2_nemotron_h_56b_state_per_sequence() -> None:
+    """Mamba2 (mamba_utils.py mamba2_state_shape): conv (kernel − 1) × (inner + 2·groups·state) = 3 × 20,480, SSM
+    heads × head_dim × state = 256 × 64 × 256: 8,511,488 B per layer in bf16, 54 Mamba layers = 459,620,352 B."""
+    spec = _spec("nemotron-h-56b")
+    layers = spec.num_layers
+    assert kv.state_bytes_per_sequence(spec, 1, 0, layers, "bf16") == 54 * 8_511_488
+    attention = sum(r.count for r in spec.layer_runs if r.mixer.kind == "full")
+    assert attention == 10
+    assert kv.kv_bytes_per_token(spec, 1, 0, layers, "bf16") == 10 * 2 * 8 * 128 * 2
+
+
+def test_mamba1_jamba_state_per_sequence() -> None:
+    """Mamba1 (mamba_utils.py mamba1_state_shape): conv (kernel − 1) × inner = 3 × 8,192, SSM inner × state =
+    8,192 × 16: 311,296 B per layer in bf16; 28 Mamba layers = 8,716,288 B; 4 attention layers."""
+    spec = _spec("ai21-jamba-1.5-mini")
+    assert kv.state_bytes_per_sequence(spec, 1, 0, 32, "bf16") == 28 * 311_296
+    assert kv.kv_bytes_per_token(spec, 1, 0, 32, "bf16") == 4 * 2 * 8 * 128 * 2
+
+
+def test_cross_attention_layers_cache_nothing_per_token() -> None:
+    spec = _spec("llama-3.2-90b-vision-instruct")
+    cross = sum(r.count for r in spec.layer_runs if r.mixer.kind == "cross")
+    assert cross == 20
+    assert kv.kv_bytes_per_token(spec, 1, 0, spec.num_layers, "bf16") == (100 - 20) * 2 * 8 * 128 * 2
+
+
+def test_nas_layers_without_attention_cache_nothing() -> None:
+    spec = _spec("llama-3.3-nemotron-super-49b-v1")
+    attention = [r for r in spec.layer_runs if r.mixer.kind == "full"]
+    assert sum(r.count for r in attention) == 49
+    per_token = sum(r.count * 2 * r.mixer.kv_heads * 128 * 2 for r in attention)
+    assert kv.kv_bytes_per_token(spec, 1, 0, spec.num_layers, "bf16") == per_token
+
+
+# --- what the reader refuses, and how it reads what it does not know ------------------------------------------
+
+
+def test_an_unknown_model_type_with_standard_fields_is_read_generically_and_says_so() -> None:
+    config = {**RECORDS["granite-3.3-8b-instruct"]["config"], "model_type": "my_new_family"}
+    w = Workload.model_validate({"task": "inference", "model": {"hf_config": config}})
+    budget = estimate(w)
+    assert any("no rules of its own" in a and "±10%" in a for a in budget.assumptions)
+    weights = budget.per_device.component("weights")
+    assert weights.low < weights.bytes < weights.high
+
+
+def test_a_relabelled_config_is_not_silently_read_as_another_family() -> None:
+    """Llama-4-Scout relabelled `llama` was budgeted as 6.7 B: a config's fields decide, and a wrapper without its
+    text_config is refused rather than read as the class defaults."""
+    with pytest.raises(UnsupportedModelError, match="text_config"):
+        from_hf_config({"model_type": "gemma3", "vision_config": {}})
+    scout = RECORDS["llama-4-scout"]["config"]["text_config"]
+    relabelled = from_hf_config({**scout, "model_type": "llama4_text"})
+    assert parameter_count(relabelled).total == RECORDS["llama-4-scout"]["transformers"]["text_parameter_count"]
