@@ -235,6 +235,8 @@ def vllm_stage(
     per_tok = cache.page_bytes_per_token
     needed = cache.request_bytes(longest) * b
     weights = weights + Range.exact(vllm.rotary_cache_bytes(spec, d))
+    marlin = vllm.mxfp4_marlin_padding_bytes(spec, stage.tensor) if w.precision.weights == "mxfp4" else 0
+    weights = weights + Range(0, marlin, marlin)
     forward, sampler = vllm.profile_activations(spec, stage.tensor, batched, seqs, d, stage.holds_head, version)
     activations = Range.spread(max(forward, sampler), *ACTIVATION_BAND_CUDA)
     pool_in = vllm.PoolInputs(
@@ -280,6 +282,11 @@ def vllm_stage(
         f" {min(seqs, batched)} rows × {spec.vocab_size:,} vocabulary {sampler:,} B; the larger is the peak"
     )
     out.notes["workspace"] = "CUDA graphs (captured after the KV cache); non-torch growth (lazily loaded modules)"
+    if marlin:
+        out.notes["weights"] = (
+            f"MXFP4 experts in vLLM's Marlin layout (intermediate padded to {vllm.MXFP4_MARLIN_INTERMEDIATE}, hidden to"
+            f" {vllm.MXFP4_MARLIN_HIDDEN}): +{marlin:,} B over the checkpoint; the low end is the Triton layout"
+        )
     out.transient_for_fragmentation = activations.bytes
-    out.live_tensors = param_tensors(spec, stage.layers)
+    out.live_tensors = param_tensors(spec, stage.layers, fused_experts=True)
     return out

@@ -33,12 +33,15 @@ class StagePhases:
     serving: ServingPlan | None = None
 
 
-def param_tensors(spec: ModelSpec, layers: int) -> int:
-    """Parameter tensors on a stage: an upper bound (fused projections count as their parts)."""
+def param_tensors(spec: ModelSpec, layers: int, fused_experts: bool = False) -> int:
+    """Parameter tensors on a stage: an upper bound (fused projections count as their parts). `fused_experts`: the
+    experts of a layer are two tensors, gate-up and down (vLLM's FusedMoE w13_weight / w2_weight,
+    vllm-0.11.0/model_executor/layers/fused_moe/layer.py), not one per expert and matrix."""
     per_layer = 4 + (3 if spec.qkv_bias else 0) + (1 if spec.o_bias else 0) + spec.norms_per_layer
     per_layer *= 2 if spec.norm == "layer" else 1
     per_layer += 2 if spec.qk_norm else 0
-    per_layer += spec.mlp_matrices * (spec.num_experts if spec.is_moe else 1) + (1 if spec.is_moe else 0)
+    experts = (2 if fused_experts else spec.mlp_matrices * spec.num_experts) if spec.is_moe else spec.mlp_matrices
+    per_layer += experts + (1 if spec.is_moe else 0)
     return per_layer * layers + 3
 
 

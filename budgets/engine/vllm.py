@@ -289,6 +289,29 @@ class CacheLayout:
         return int(total)
 
 
+# MXFP4 experts on the device (vllm-0.11.0/model_executor/layers/quantization/mxfp4.py): below compute capability 10
+# vLLM takes the Marlin kernels unless `triton_kernels` is installed (:59-107); Marlin pads each expert's
+# intermediate width to a multiple of 128 and the hidden width to a multiple of 256 (:188-205). gpt-oss-120b:
+# 60.77 GiB as stored, "Model loading took 65.9651 GiB" on H100 and on an A100-class GPU (vllm#23278, 0.10.1;
+# blog.huikang.dev 2025-12-28, 0.11.2) — the Marlin layout, so the expected figure; Triton's is the low end
+MXFP4_MARLIN_INTERMEDIATE = 128
+MXFP4_MARLIN_HIDDEN = 256
+MXFP4_BYTES_PER_ELEMENT = 0.5 + 1 / 32  # two fp4 codes per byte + an e8m0 scale per 32
+
+
+def mxfp4_marlin_padding_bytes(spec: ModelSpec, tensor: int) -> int:
+    """What Marlin's padding adds to a rank's MXFP4 expert weights (gate_up, down, and their biases)."""
+    if not spec.is_moe:
+        return 0
+    h, inter = spec.hidden_size, math.ceil(spec.expert_intermediate_size / tensor)
+    inter_p = -(-inter // MXFP4_MARLIN_INTERMEDIATE) * MXFP4_MARLIN_INTERMEDIATE
+    h_p = -(-h // MXFP4_MARLIN_HIDDEN) * MXFP4_MARLIN_HIDDEN
+    matrices = (3 * inter_p * h_p - 3 * inter * h) * MXFP4_BYTES_PER_ELEMENT
+    biased = any(g.name.endswith("experts.bias") for g in spec.weight_groups)
+    biases = (2 * (inter_p - inter) + (h_p - h)) * 2 if biased else 0  # bf16 gate_up and down biases
+    return int((matrices + biases) * spec.num_experts * spec.num_moe_layers)
+
+
 def rotary_cache_bytes(spec: ModelSpec, d: float) -> int:
     """The rotary cos/sin cache vLLM builds once per model: max_position × rotary_dim × dtype (llm-d: W 14.99
     measured vs 14.96 parameters for Llama-3.1-8B)."""

@@ -134,12 +134,31 @@ def _instead(facts: Facts, precision: str) -> str:
     return f"{native} (or int8/int4 weight-only quantization)" if precision == "fp8" else native
 
 
+# vLLM serves FP8 weights on NVIDIA GPUs without FP8 tensor cores weight-only through Marlin: the weights stay
+# 1 B each on the device and are dequantized to the compute dtype in the kernel. vllm-0.11.0/model_executor/layers/
+# quantization/fp8.py:232-238 (`use_marlin = not has_device_capability(89)`), :113-115 (the method needs compute
+# capability 8.0); utils/marlin_utils_fp8.py:78-164 (fp8 repacked into int32, scales in the model dtype). FP4 has
+# the same weight-only path (marlin_utils_fp4.py), a storage-only precision here.
+FP8_WEIGHT_ONLY_MIN_CC = (8, 0)
+
+
+def _weight_only_fp8(requirements: Requirements, facts: Facts, role: str, precision: str) -> bool:
+    if role != "weights" or precision != "fp8" or requirements.engine != "vllm":
+        return False
+    compute = dict(requirements.precisions).get("compute")
+    cc = facts.compute_capability
+    return compute != "fp8" and cc is not None and parse_compute_capability(cc).pair >= FP8_WEIGHT_ONLY_MIN_CC
+
+
 def check_precisions(requirements: Requirements, facts: Facts) -> list[Reason]:
-    """Each precision the workload stores or computes in (weights, compute, KV cache) must be native."""
+    """Each precision the workload stores or computes in (weights, compute, KV cache) must be native, except FP8
+    weights that vLLM runs weight-only (Marlin) on an NVIDIA GPU from Ampere on."""
     if not facts.has_accelerator:
         return []
     failing: dict[str, list[str]] = {}
     for role, precision in requirements.precisions:
+        if _weight_only_fp8(requirements, facts, role, precision):
+            continue
         if precision in NEEDS_NATIVE_SUPPORT and not _native_on(facts, precision):
             failing.setdefault(precision, []).append(role)
     native = ", ".join(sorted(facts.native_precisions)) or "unknown"

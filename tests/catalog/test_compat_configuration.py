@@ -40,14 +40,28 @@ def test_a_bf16_workload_runs_on_an_h100_with_a_current_driver() -> None:
     assert check_configuration(_needs(), device_facts("h100-sxm-80gb", R570)) == []
 
 
-def test_fp8_weights_are_unsupported_on_an_a100_with_a_reason_naming_fp8() -> None:
+def test_fp8_weights_are_unsupported_on_an_a100_outside_vllm_with_a_reason_naming_fp8() -> None:
     reasons = check_configuration(
-        _needs(precisions=(("weights", "fp8"), ("compute", "bf16"))), device_facts("a100-80gb-sxm4", R570)
+        _needs(precisions=(("weights", "fp8"), ("compute", "bf16")), engine="transformers"),
+        device_facts("a100-80gb-sxm4", R570),
     )
     assert _rules(reasons) == ["precision"]
     assert "fp8 (weights) is not native on NVIDIA A100 80GB SXM4" in reasons[0].message
     assert "8.9" in reasons[0].message and "fp8" in reasons[0].action
     assert check_configuration(_needs(precisions=(("weights", "fp8"),)), device_facts("h100-sxm-80gb", R570)) == []
+
+
+def test_fp8_weights_run_weight_only_under_vllm_from_ampere_on() -> None:
+    """vLLM's FP8 Marlin path (is_fp8_marlin_supported: CC ≥ 8.0); not before Ampere, not for FP8 compute."""
+    weights_only = (("weights", "fp8"), ("compute", "bf16"))
+    assert (
+        check_configuration(_needs(precisions=weights_only, engine="vllm"), device_facts("a100-80gb-sxm4", R570)) == []
+    )
+    before_ampere = check_configuration(_needs(precisions=weights_only, engine="vllm"), device_facts("t4", R570))
+    assert any("fp8 (weights)" in r.message for r in before_ampere)
+    fp8_compute = (("weights", "fp8"), ("compute", "fp8"))
+    reasons = check_configuration(_needs(precisions=fp8_compute, engine="vllm"), device_facts("a100-80gb-sxm4", R570))
+    assert _rules(reasons) == ["precision"]
 
 
 def test_fp8_runs_on_cdna3_as_fnuz() -> None:

@@ -220,3 +220,107 @@ def test_a_relabelled_config_is_not_silently_read_as_another_family() -> None:
     scout = RECORDS["llama-4-scout"]["config"]["text_config"]
     relabelled = from_hf_config({**scout, "model_type": "llama4_text"})
     assert parameter_count(relabelled).total == RECORDS["llama-4-scout"]["transformers"]["text_parameter_count"]
+
+
+# --- checkpoints: quantized weights against published file sizes ----------------------------------------------
+
+
+@pytest.mark.parametrize("record_id", ["gpt-oss-20b", "gpt-oss-120b", "qwen3-32b-fp8"])
+def test_quantized_checkpoint_weights_equal_the_published_total_size(record_id: str) -> None:
+    """The safetensors total of each checkpoint, as its record quotes it (MXFP4: bf16 attention, embeddings and
+    router, fp4 experts with an e8m0 scale per 32: exact; FP8 block: fp8 Linears with a scale per 128 × 128 block,
+    priced fp32 as DeepSeek stores it — Qwen3-32B-FP8 stores them bf16, 3.8 MB less: +0.011 %)."""
+    record = RECORDS[record_id]
+    w = Workload.model_validate({"task": "inference", "model": {"hf_config": record["config"]}})
+    published = record["checkpoint"]["total_size"]
+    assert abs(w.model.weights_bytes - published) / published < 0.0002
+    assert w.precision.weights == {"gpt-oss-20b": "mxfp4", "gpt-oss-120b": "mxfp4"}.get(record_id, "fp8")
+    assert any("quantization_config" in a for a in estimate(w).assumptions)
+
+
+def test_a_checkpoint_summary_wins_and_a_contradiction_is_named() -> None:
+    config = RECORDS["qwen3-32b-fp8"]["config"]
+    exact = Workload.model_validate(
+        {"task": "inference", "model": {"hf_config": config, "checkpoint": {"total_size": 34_322_434_048}}}
+    )
+    assert exact.model.weights_bytes == 34_322_434_048
+    assert not any("contradicts" in a for a in estimate(exact).assumptions)
+    bf16_sized = Workload.model_validate(
+        {"task": "inference", "model": {"hf_config": config, "checkpoint": {"total_size": 65_524_246_528}}}
+    )
+    assert bf16_sized.model.weights_bytes == 65_524_246_528
+    assert any("contradicts quantization_config" in a for a in estimate(bf16_sized).assumptions)
+
+
+def test_a_tensor_list_gives_exact_weights_for_any_architecture() -> None:
+    tensors = [
+        {"name": "model.embed_tokens.weight", "dtype": "BF16", "shape": [1000, 64]},
+        {"name": "model.layers.0.mlp.experts.gate_up_proj_blocks", "dtype": "U8", "shape": [4, 128, 2, 16]},
+        {"name": "model.layers.0.mlp.experts.gate_up_proj_scales", "dtype": "U8", "shape": [4, 128, 2]},
+    ]
+    w = Workload.model_validate(
+        {
+            "task": "inference",
+            "model": {"preset": "llama-3.2-1b", "checkpoint": {"tensors": tensors}},
+        }
+    )
+    assert w.model.weights_bytes == 1000 * 64 * 2 + 4 * 128 * 2 * 16 + 4 * 128 * 2
+
+
+# --- gpt-oss-120b on one 80 GB GPU, against published vLLM start-ups -----------------------------------------
+
+
+def _gpt_oss_120b(device: str, memory_gib: float, version: str, **inference) -> object:
+    config = RECORDS["gpt-oss-120b"]["config"]
+    inference = {"max_input_tokens": inference["max_model_len"] - 1024, "max_output_tokens": 1024, **inference}
+    w = Workload.model_validate(
+        {
+            "task": "inference",
+            "model": {"hf_config": config},
+            "inference": inference,
+            "runtime": {"engine_version": version},
+        }
+    )
+    return estimate(w, device_memory_bytes=int(memory_gib * GIB), device_name=device)
+
+
+def _within(ours: float, published: float) -> bool:
+    return abs(ours - published) <= max(1.0, 0.03 * abs(published))
+
+
+def test_gpt_oss_120b_weights_are_vllms_marlin_layout() -> None:
+    """ "Model loading took 65.9651 GiB" (vllm#23278 on H100, 0.10.1; blog.huikang.dev 2025-12-28, 0.11.2): the
+    MXFP4 experts padded as Marlin lays them out, 5.13 GiB over the checkpoint's 60.77 GiB."""
+    budget = _gpt_oss_120b("NVIDIA H100 80GB HBM3", 79.18, "0.11.0", max_model_len=98_304, max_num_seqs=6)
+    weights = budget.per_device.component("weights")
+    assert abs(weights.bytes / GIB - 65.9651) / 65.9651 < 0.002
+    assert weights.low / GIB == pytest.approx(65_248_815_744 / GIB, abs=0.1)  # Triton's layout: no padding
+
+
+def test_gpt_oss_120b_pool_matches_the_published_start_ups() -> None:
+    """Two published 0.11 start-ups: "Available KV cache memory: 8.99 GiB" (huikang: util 0.96, max_model_len 98,304,
+    max_num_seqs 6, max_num_batched_tokens 2,048 — an A100-80GB-class GPU) and "1.71 GiB" on an H100 at util 0.95
+    with max_num_batched_tokens 1,024 and the default max_model_len 131,072, which then refused to start
+    (vllm#27508)."""
+    kaggle = _gpt_oss_120b(
+        "NVIDIA A100-SXM4-80GB", 79.15, "0.11.2", max_model_len=98_304, gpu_memory_utilization=0.96, max_num_seqs=6
+    )
+    assert kaggle.serving.starts
+    assert _within(kaggle.serving.available_kv_bytes / GIB, 8.99)
+    h100 = _gpt_oss_120b(
+        "NVIDIA H100 80GB HBM3",
+        79.18,
+        "0.11.0",
+        max_model_len=131_072,
+        gpu_memory_utilization=0.95,
+        max_num_batched_tokens=1024,
+    )
+    assert _within(h100.serving.available_kv_bytes / GIB, 1.71)
+    assert not h100.serving.starts and "will not start" in h100.serving.reason
+
+
+def test_gpt_oss_120b_serves_98k_tokens_on_one_h100_with_the_published_settings() -> None:
+    budget = _gpt_oss_120b(
+        "NVIDIA H100 80GB HBM3", 79.18, "0.11.0", max_model_len=98_304, gpu_memory_utilization=0.96, max_num_seqs=6
+    )
+    assert budget.serving.starts and budget.serving.max_concurrent_sessions_at_max_request >= 1

@@ -71,8 +71,10 @@ def test_llama_70b_does_not_fit_one_h100_or_h200_and_fits_four_h100s_and_two_h20
     }
 
 
-def test_fp8_weights_are_unsupported_on_a100s_with_a_reason_naming_fp8(api, catalog) -> None:
-    entries = by_slug(recommend(api, _merge(LLAMA_70B, {"precision": {"weights": "fp8"}})))
+def test_fp8_compute_is_unsupported_on_a100s_with_a_reason_naming_fp8(api, catalog) -> None:
+    """FP8 weights alone run weight-only under vLLM on Ampere (tests/recommendations/test_recommend_catalog.py);
+    FP8 compute needs FP8 tensor cores."""
+    entries = by_slug(recommend(api, _merge(LLAMA_70B, {"precision": {"weights": "fp8", "compute": "fp8"}})))
     a100s = [entry for slug, entry in entries.items() if slug.startswith("a100-")]
     assert a100s
     for entry in a100s:

@@ -98,10 +98,16 @@ def test_margin_ties_go_to_the_workloads_own_fraction() -> None:
     assert margin_for(workload, pb, a.per_device_bytes, a.usable_bytes, None).set_by == "min_headroom_fraction"
 
 
-def test_fp8_weights_are_unsupported_on_an_a100_with_a_reason_naming_fp8() -> None:
-    outcome = _judge(llama70b(precision={"weights": "fp8"}), "a100-80gb-sxm4-x8-r550")
+def test_fp8_compute_is_unsupported_on_an_a100_with_a_reason_naming_fp8() -> None:
+    outcome = _judge(llama70b(precision={"weights": "fp8", "compute": "fp8"}), "a100-80gb-sxm4-x8-r550")
     assert outcome.verdict == Verdict.UNSUPPORTED and outcome.assessment is None
     assert any(r.rule == "precision" and "fp8" in r.message for r in outcome.reasons)
+
+
+def test_fp8_weights_alone_run_weight_only_on_an_a100_under_vllm() -> None:
+    outcome = _judge(llama70b(precision={"weights": "fp8"}), "a100-80gb-sxm4-x8-r550")
+    assert not any(r.rule == "precision" for r in outcome.reasons)
+    assert outcome.verdict != Verdict.UNSUPPORTED
 
 
 def test_a_cuda_12_8_workload_is_unsupported_on_a_driver_older_than_570_26() -> None:

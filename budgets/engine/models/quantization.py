@@ -706,8 +706,6 @@ def _patterns(field: str, texts: Sequence[str], kind: PatternKind) -> list[_Patt
             out.append(_Pattern(f"{field}[{i}]", text, "regex", re.compile(text[3:])))
         elif kind == "regex":  # compressed-tensors: a plain entry is an exact name (match.py:234-237)
             out.append(_Pattern(f"{field}[{i}]", text, "exact", None))
-        elif kind == "fullmatch":
-            out.append(_Pattern(f"{field}[{i}]", text, "fullmatch", re.compile(text)))
         else:
             out.append(_Pattern(f"{field}[{i}]", text, kind, None))
     return out
@@ -716,13 +714,14 @@ def _patterns(field: str, texts: Sequence[str], kind: PatternKind) -> list[_Patt
 class _Matcher:
     """A list of patterns; exact names are looked up in a dict, the rest tested in order."""
 
-    __slots__ = ("_exact", "_others", "patterns", "used")
+    __slots__ = ("_exact", "_fields", "_others", "patterns", "used")
 
     def __init__(self, patterns: Sequence[_Pattern]) -> None:
         self.patterns = tuple(patterns)
         self._exact = {p.text: p for p in reversed(self.patterns) if p.kind == "exact"}
         self._others = tuple(p for p in self.patterns if p.kind != "exact")
         self.used: set[str] = set()
+        self._fields = {p.field for p in self.patterns}
 
     @property
     def sensitivity(self) -> int:
@@ -736,6 +735,19 @@ class _Matcher:
         if hit is not None:
             self.used.add(hit.field)
         return hit
+
+    def mark(self, name: str, budget: _Budget) -> None:
+        """Record every entry that matches `name` (bookkeeping for `unused`, whatever decided the module)."""
+        hit = self._exact.get(name)
+        if hit is not None:
+            self.used.add(hit.field)
+        waiting = [p for p in self._others if p.field not in self.used]
+        budget.tests += len(waiting)
+        self.used.update(p.field for p in waiting if p.matches(name))
+
+    @property
+    def complete(self) -> bool:
+        return len(self.used) == len(self._fields)
 
     def unused(self) -> list[_Pattern]:
         return [p for p in self.patterns if p.field not in self.used]
@@ -930,11 +942,11 @@ def _plan_awq(s: AwqScheme) -> _Plan:
     skip = _Matcher(_patterns(f"{_FIELD}.modules_to_not_convert", s.modules_to_not_convert, "substring"))
 
     def classify(g: WeightGroup, name: str, budget: _Budget) -> _Decision:
-        if not g.layers or g.role not in _DECODER_ROLES:
-            return _Keep("AutoAWQ quantizes only the Linears inside the decoder layers")
         hit = skip.first(name, budget)
         if hit is not None:
             return _Keep(f"modules_to_not_convert {hit.text!r}")
+        if not g.layers or g.role not in _DECODER_ROLES:
+            return _Keep("AutoAWQ quantizes only the Linears inside the decoder layers")
         return _Quant(s)
 
     gs = "all input features" if s.group_size == -1 else f"{s.group_size} input features"
@@ -1003,15 +1015,15 @@ def _plan_fp8(s: Fp8Scheme) -> _Plan:
     ignored = _Matcher(_patterns(f"{_FIELD}.ignored_layers", s.ignored_layers, "exact"))
 
     def classify(g: WeightGroup, name: str, budget: _Budget) -> _Decision:
+        hit = ignored.first(name, budget)
+        if hit is not None:
+            return _Keep(f"ignored_layers {hit.text!r}")
         if g.role == "lm_head":
             return _Keep("vLLM's fp8 method quantizes LinearBase layers; lm_head is a ParallelLMHead (fp8.py:166-187)")
         if g.role in ("embedding", "norm"):
             return _Keep("not a Linear")
         if g.role == "router":
             return _Keep("MoE routers are built with quant_config=None (vLLM models/deepseek_v2.py:158-162)")
-        hit = ignored.first(name, budget)
-        if hit is not None:
-            return _Keep(f"ignored_layers {hit.text!r}")
         return _Quant(s)
 
     if s.weight_block_size is None:
@@ -1072,6 +1084,8 @@ def _plan_ct(s: CompressedTensorsScheme, unquantized_bytes: Fraction) -> _Plan:
 
     notes = []
     for grp in s.groups:
+        if "Embedding" in grp.targets:
+            notes.append(f"config group {grp.name!r} targets 'Embedding': embedding tables are priced unquantized here")
         w = grp.weights
         if w is None:
             notes.append(f"compressed-tensors group {grp.name!r}: activations only, weights stored unquantized")
@@ -1113,6 +1127,9 @@ def _plan_modelopt(s: ModelOptScheme) -> _Plan:
     exclude = _Matcher(pats)
 
     def classify(g: WeightGroup, name: str, budget: _Budget) -> _Decision:
+        hit = exclude.first(name, budget)
+        if hit is not None:
+            return _Keep(f"exclude_modules {hit.text!r}")
         if g.role == "lm_head":
             return _Keep("ModelOpt's default config disables lm_head (modelopt/torch/quantization/config.py:152)")
         if g.role == "router":
@@ -1121,9 +1138,6 @@ def _plan_modelopt(s: ModelOptScheme) -> _Plan:
             return _Keep("not a Linear")
         if g.role == "vision" or "vision_tower" in name or "vision_model" in name:
             return _Keep("vLLM keeps vision-tower Linears unquantized (modelopt.py:193-195)")
-        hit = exclude.first(name, budget)
-        if hit is not None:
-            return _Keep(f"exclude_modules {hit.text!r}")
         return _Quant(s)
 
     if s.algo == "FP8":
@@ -1155,11 +1169,11 @@ def _plan_mxfp4(s: Mxfp4Scheme) -> _Plan:
     )
 
     def classify(g: WeightGroup, name: str, budget: _Budget) -> _Decision:
-        if g.role != "expert":
-            return _Keep("MXFP4 quantizes only the MoE experts (transformers integrations/mxfp4.py:436-443)")
         hit = skip.first(name, budget)
         if hit is not None:
             return _Keep(f"modules_to_not_convert {hit.text!r}")
+        if g.role != "expert":
+            return _Keep("MXFP4 quantizes only the MoE experts (transformers integrations/mxfp4.py:436-443)")
         return _Quant("mxfp4")
 
     notes = [
@@ -1176,14 +1190,14 @@ def _plan_bnb(s: BitsAndBytesScheme, unquantized_bytes: Fraction) -> _Plan:
     unq_dtype = {2: "bfloat16", 4: "float32", 8: "float64"}.get(int(unquantized_bytes), "bfloat16")
 
     def classify(g: WeightGroup, name: str, budget: _Budget) -> _Decision:
+        hit = skip.first(name, budget)
+        if hit is not None:
+            return _Keep(f"llm_int8_skip_modules {hit.text!r}")
         if s.skip_modules is None and g.role == "lm_head":
             return _Keep(
                 "transformers keeps the output embedding unquantized when llm_int8_skip_modules is unset "
                 "(quantizers/base.py:301-302, integrations/bitsandbytes.py:315-320)"
             )
-        hit = skip.first(name, budget)
-        if hit is not None:
-            return _Keep(f"llm_int8_skip_modules {hit.text!r}")
         return _Quant(s)
 
     if s.bits == 8:
@@ -1193,7 +1207,7 @@ def _plan_bnb(s: BitsAndBytesScheme, unquantized_bytes: Fraction) -> _Plan:
         ]
     else:
         dq = (
-            "absmax quantized to uint8 with an fp32 absmax per 256 blocks and a 256-entry fp32 code (double quant)"
+            "a uint8 absmax (double quant: plus an fp32 absmax per 256 blocks and a 256-entry fp32 code)"
             if s.double_quant
             else "an fp32 absmax"
         )
@@ -1281,7 +1295,10 @@ def _buckets(indices: Sequence[int], level: int) -> list[tuple[str, int]]:
 
 
 def _decisions(g: WeightGroup, plan: _Plan, level: int, budget: _Budget) -> dict[_Decision, int]:
-    """How many of the group's tensors get each decision, expanding only the indices a pattern can tell apart."""
+    """How many of the group's tensors get each decision, expanding only the indices a pattern can tell apart.
+
+    Every name is also offered to the config's lists that still have an entry without a match, so that the
+    assumptions can say which entries matched nothing (a method's own default may decide before its lists)."""
     if "{layer}" in g.name:
         layer_buckets = _buckets(g.layers, level)
     else:
@@ -1294,9 +1311,13 @@ def _decisions(g: WeightGroup, plan: _Plan, level: int, budget: _Budget) -> dict
     for layer, l_count in layer_buckets:
         base = g.name.replace("{layer}", layer)
         for expert, e_count in expert_buckets:
+            name = base.replace("{expert}", expert)
             budget.calls += 1
-            decision = plan.classify(g, base.replace("{expert}", expert), budget)
+            decision = plan.classify(g, name, budget) if g.linear else _Keep("")
             out[decision] = out.get(decision, 0) + l_count * e_count
+            for matcher in plan.matchers.values():
+                if not matcher.complete:
+                    matcher.mark(name, budget)
         budget.check()
     return out
 
@@ -1334,11 +1355,9 @@ def quantized_weight_bytes(
     other_tensors = 0
     for g in checked:
         elements_each = math.prod(g.shape)
+        decisions = _decisions(g, plan, level, budget)
         if not g.linear:
-            decisions: dict[_Decision, int] = {_Keep(""): g.count}
             other_tensors += g.count
-        else:
-            decisions = _decisions(g, plan, level, budget)
         role_bytes = 0
         for decision, count in decisions.items():
             if isinstance(decision, _Quant):
