@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any, TypedDict, cast
 
 from .hf_defaults import HF_CONFIG_DEFAULTS, LAYERED_RULES, MULTIMODAL_TEXT, WRAPPER_TIES_EMBEDDINGS
-from .hf_layered import ConfigError, build_layered
+from .hf_layered import MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, MAX_POSITIONS, MAX_WIDTH, ConfigError, build_layered
 from .hf_towers import count_towers as _towers
 from .layers import compress
 from .spec import ModelSpec
@@ -37,13 +37,38 @@ class UnsupportedModelError(ValueError):
     """A config whose model_type the engine cannot count exactly."""
 
 
+# Bounds of every number the flat adapter reads, checked before any loop or product (a hostile config is a 400
+# naming the field, never a web worker held by a 10^12-layer loop): (low, high) by key; others 0..MAX_WIDTH
+_BOUNDS: dict[str, tuple[int, int]] = {
+    **dict.fromkeys(("num_hidden_layers", "n_layer"), (1, MAX_LAYERS)),
+    **dict.fromkeys(("num_attention_heads", "n_head", "num_key_value_heads"), (1, MAX_HEADS)),
+    **dict.fromkeys(("hidden_size", "n_embd", "head_dim", "vocab_size"), (1, MAX_WIDTH)),
+    **dict.fromkeys(("max_position_embeddings", "n_positions", "sliding_window"), (0, MAX_POSITIONS)),
+    **dict.fromkeys(("num_local_experts", "num_experts", "num_experts_per_tok"), (0, MAX_EXPERTS)),
+    **dict.fromkeys(("max_window_layers",), (0, MAX_LAYERS)),
+    **dict.fromkeys(("decoder_sparse_step", "sliding_window_pattern"), (1, MAX_LAYERS)),
+}
+
+
 def _int(cfg: Mapping[str, Any], key: str, default: Any = None) -> int:
     value = cfg.get(key, default)
     if value is None:
         raise UnsupportedModelError(f"hf_config is missing '{key}' (model_type {cfg.get('model_type')!r})")
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value or value < 0:
-        raise UnsupportedModelError(f"hf_config '{key}' must be a non-negative integer, got {value!r}")
+    lo, hi = _BOUNDS.get(key, (0, MAX_WIDTH))
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or int(value) != value:
+        raise UnsupportedModelError(f"hf_config '{key}' must be an integer, got {value!r}")
+    if not lo <= value <= hi:
+        raise UnsupportedModelError(f"hf_config '{key}' = {value!r} is outside the allowed range {lo}..{hi}")
     return int(value)
+
+
+def _int_list(cfg: Mapping[str, Any], key: str) -> list[int]:
+    value = cfg.get(key) or []
+    if not isinstance(value, list) or len(value) > MAX_LAYERS:
+        raise UnsupportedModelError(f"hf_config '{key}' must be a list of at most {MAX_LAYERS} layer indices")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_LAYERS for v in value):
+        raise UnsupportedModelError(f"hf_config '{key}' must hold layer indices in 0..{MAX_LAYERS}")
+    return list(value)
 
 
 def _with_defaults(cfg: Mapping[str, Any], model_type: str) -> dict[str, Any]:
@@ -61,35 +86,37 @@ def _set_float(raw: Mapping[str, Any], key: str, default: float | None) -> bool:
 def _partial_rotary(cfg: Mapping[str, Any], default: float) -> float:
     """`partial_rotary_factor` as transformers 5 resolves it (rope_parameters, the flat key, gpt_neox rotary_pct)."""
     rope = cfg.get("rope_parameters")
+    value: Any = default
     if isinstance(rope, Mapping) and rope.get("partial_rotary_factor") is not None:
-        return float(rope["partial_rotary_factor"])
-    for key in ("partial_rotary_factor", "rotary_pct"):
-        if cfg.get(key) is not None:
-            return float(cfg[key])
-    return default
+        value = rope["partial_rotary_factor"]
+    else:
+        value = next((cfg[key] for key in ("partial_rotary_factor", "rotary_pct") if cfg.get(key) is not None), default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise UnsupportedModelError(f"hf_config 'partial_rotary_factor' must be a number in (0, 1], got {value!r}")
+    return float(value)
 
 
 def _sliding(cfg: Mapping[str, Any], model_type: str, layers: int) -> tuple[int, tuple[bool, ...]]:
     """(window, which layers slide) as transformers resolves them (configuration_<type>.py `layer_types`)."""
-    window = cfg.get("sliding_window") or 0
+    window = _int(cfg, "sliding_window", 0)
     none = (False,) * layers
     if not window:
         return 0, none
     layer_types = cfg.get("layer_types")
     if isinstance(layer_types, list) and layer_types:
-        return int(window), tuple(i < len(layer_types) and layer_types[i] == "sliding_attention" for i in range(layers))
+        return window, tuple(i < len(layer_types) and layer_types[i] == "sliding_attention" for i in range(layers))
     if model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
         if not cfg.get("use_sliding_window", False):
             return 0, none
-        max_window_layers = int(cfg.get("max_window_layers", layers) or layers)
-        return int(window), tuple(i >= max_window_layers for i in range(layers))
+        max_window_layers = _int(cfg, "max_window_layers", layers) or layers
+        return window, tuple(i >= max_window_layers for i in range(layers))
     if model_type == "gemma2":
-        return int(window), tuple(i % 2 == 0 for i in range(layers))  # even layers (0, 2, ...) slide
+        return window, tuple(i % 2 == 0 for i in range(layers))  # even layers (0, 2, ...) slide
     if model_type == "gemma3_text":
-        pattern = int(cfg.get("sliding_window_pattern", 6) or 6)
-        return int(window), tuple((i + 1) % pattern != 0 for i in range(layers))
+        pattern = _int(cfg, "sliding_window_pattern", 6)
+        return window, tuple((i + 1) % pattern != 0 for i in range(layers))
     if model_type in ("mistral", "mixtral", "phi3"):
-        return int(window), (True,) * layers
+        return window, (True,) * layers
     return 0, none
 
 
@@ -240,7 +267,7 @@ def _build_gpt2(raw: Mapping[str, Any], cfg: Mapping[str, Any], model_type: str,
     h = _int(cfg, "n_embd")
     heads = _int(cfg, "n_head")
     layers = _int(cfg, "n_layer")
-    inner = cfg.get("n_inner") or 4 * h
+    inner = _int(cfg, "n_inner", 4 * h) or 4 * h
     return ModelSpec(
         model_type=reported_type,
         num_layers=layers,
@@ -267,7 +294,7 @@ def _build_opt(raw: Mapping[str, Any], cfg: Mapping[str, Any], model_type: str, 
     h = _int(cfg, "hidden_size")
     heads = _int(cfg, "num_attention_heads")
     bias = bool(cfg.get("enable_bias", True))
-    proj = int(cfg.get("word_embed_proj_dim") or h)
+    proj = _int(cfg, "word_embed_proj_dim", h) or h
     final = bool(cfg.get("do_layer_norm_before", True)) and not cfg.get("_remove_final_layer_norm", False)
     max_pos = _int(cfg, "max_position_embeddings")
     return ModelSpec(
@@ -345,9 +372,9 @@ def _moe_fields(cfg: Mapping[str, Any], model_type: str, layers: int) -> _MoeFie
         per_tok = _int(cfg, "num_experts_per_tok")
         moe_inter = _int(cfg, "moe_intermediate_size")
         if model_type == "qwen2_moe":
-            shared = int(cfg.get("shared_expert_intermediate_size") or 0)
-        step = int(cfg.get("decoder_sparse_step", 1) or 1)
-        mlp_only = set(cfg.get("mlp_only_layers") or [])
+            shared = _int(cfg, "shared_expert_intermediate_size", 0)
+        step = _int(cfg, "decoder_sparse_step", 1)
+        mlp_only = set(_int_list(cfg, "mlp_only_layers"))
         if experts > 0:
             dense_layers = sum(1 for i in range(layers) if i in mlp_only or (i + 1) % step != 0)
     return {
@@ -397,7 +424,7 @@ def _build_llama_family(
         **_moe_fields(cfg, model_type, layers),
         sliding_window=window,
         num_sliding_layers=sliding_layers,
-        max_position_embeddings=int(cfg.get("max_position_embeddings") or 0),
+        max_position_embeddings=_int(cfg, "max_position_embeddings", 0),
         rotary_dim=int(head_dim * _partial_rotary(cfg, 1.0)) if model_type == "phi3" else 0,
         # only the gemma2/gemma3 forwards soft-cap (modeling_gemma2.py Gemma2ForCausalLM.forward,
         # eager_attention_forward); configuration_gemma2.py defaults: final 30.0, attention 50.0
