@@ -85,7 +85,8 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None, device_
     serving = vllm.tightest(plans) if plans else None
     assumptions = _assumptions(w, stage_name, total_params)
     if serving is not None and w.inference is not None:
-        assumptions += (vllm.describe(serving, w.inference.gpu_memory_utilization or 0.9),)
+        version = w.runtime.engine_version or vllm.DEFAULT_VLLM_VERSION
+        assumptions += (vllm.describe(serving, w.inference.gpu_memory_utilization or 0.9, version),)
     plan = {
         "tensor": par.tensor,
         "pipeline": par.pipeline,

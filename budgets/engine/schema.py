@@ -33,7 +33,9 @@ MAX_DEGREE = 4096
 MAX_BYTES = 10**15  # 1 PB: anything larger is a typo
 MAX_PARAMETERS = 10**14
 # a release number: "0.11.0", "0.10.1.1", "0.6.4.post1", "0.12.0rc1" (serving-stack versions, PEP 440-ish)
-ENGINE_VERSION_PATTERN = r"^\d{1,3}(\.\d{1,4}){1,3}(\.?(post|rc|dev)\d{1,4})?$"
+# what users paste: "0.11.0", "v0.11.0", "0.11.0rc1", "0.7.3.dev233+gad5a35c2", "0.10.1.1+cu128" (PEP 440 with a local
+# part); the release whose rules apply is named in the budget's assumptions (vllm.release_note)
+ENGINE_VERSION_PATTERN = r"^v?\d{1,3}(\.\d{1,4}){1,3}(\.?(post|rc|dev|a|b)\d{1,6})?(\+[A-Za-z0-9.]{1,64})?$"
 
 
 class _Section(BaseModel):
@@ -370,7 +372,7 @@ class RuntimeSpec(_Section):
         if value is not None and not re.match(ENGINE_VERSION_PATTERN, value):
             raise ValueError(
                 f"{info.field_name} {value!r} is not a release number (allowed: digits and dots such as '0.11.0',"
-                " '0.10.1.1', '0.6.4.post1')"
+                " '0.10.1.1', '0.6.4.post1', '0.11.0rc1', '0.7.3.dev233+gad5a35c2')"
             )
         return value
 

@@ -193,8 +193,25 @@ PROFILES: tuple[Profile, ...] = (
 
 @lru_cache(maxsize=256)
 def parse_version(version: str) -> tuple[int, ...]:
-    """The numeric release parts: "0.10.1.1" → (0, 10, 1, 1); suffixes (post1, rc1) are dropped."""
-    return tuple(int(p) for p in re.findall(r"\d+", version.split("post")[0].split("rc")[0].split("dev")[0]))
+    """The numeric release parts: "0.10.1.1" → (0, 10, 1, 1); a "v" prefix, suffixes (post1, rc1, dev233) and a
+    local part (+gad5a35c2, +cu128) are dropped."""
+    base = re.split(r"post|rc|dev|a|b|\+", version.lstrip("v"))[0]
+    return tuple(int(p) for p in re.findall(r"\d+", base))
+
+
+def release_note(version: str) -> str:
+    """How a pasted version string maps to the rules applied, for the budget's assumptions ("" for a plain release)."""
+    release = ".".join(str(p) for p in parse_version(version))
+    if version == release:
+        return ""
+    profile = profile_for(version)
+    pre = re.search(r"(rc|dev|a|b)\d", version.lstrip("v"))
+    kind = "a pre-release (rc/dev) of" if pre else "a build of"
+    return (
+        f"vLLM {version!r} is {kind} {release}: the {profile.name} profile applies (releases from"
+        f" {'.'.join(map(str, profile.since))})"
+        + ("; changes merged for the release may be missing from it" if pre else "")
+    )
 
 
 @lru_cache(maxsize=256)
@@ -473,11 +490,13 @@ def needed_device_memory(p: PoolInputs, needed_bytes: int) -> int:
     return math.ceil((non_kv + needed_bytes) / p.utilization)
 
 
-def describe(plan: ServingPlan, utilization: float) -> str:
-    """The budget's assumption line naming the profile used."""
+def describe(plan: ServingPlan, utilization: float, version: str = DEFAULT_VLLM_VERSION) -> str:
+    """The budget's assumption line naming the profile used (and how a pasted version string mapped to it)."""
     profile = next(p for p in PROFILES if p.name == plan.profile)
+    note = release_note(version)
     return (
-        f"vLLM {profile.name} profile: KV pool = {utilization:g} × T (cudaMemGetInfo total) − weights − profile-run"
+        (f"{note}; " if note else "")
+        + f"vLLM {profile.name} profile: KV pool = {utilization:g} × T (cudaMemGetInfo total) − weights − profile-run"
         f" peak (max of the forward over max_num_batched_tokens {plan.max_num_batched_tokens} and the sampler over"
         f" min(max_num_seqs {plan.max_num_seqs}, B) rows × the full vocabulary) − non-torch growth"
         + (" − CUDA-graph estimate" if profile.graphs_in_pool else "")

@@ -280,13 +280,13 @@ def test_max_model_len_below_the_longest_request_names_the_field():
     assert "at least max_input_tokens + max_output_tokens (4096)" in errs["inference.max_model_len"][0]
 
 
-@pytest.mark.parametrize("value", ["latest", "v0.11", "0", "0.11.0-final"])
+@pytest.mark.parametrize("value", ["latest", "v", "0", "0.11.0-final"])
 def test_bad_engine_version_names_the_field_and_the_format(value):
     errs = _errors({"runtime": {"engine_version": value}})
     assert "runtime.engine_version" in errs and "allowed" in errs["runtime.engine_version"][0]
 
 
-@pytest.mark.parametrize("value", ["0.11.0", "0.10.1.1", "0.6.4.post1", "0.12.0rc1"])
+@pytest.mark.parametrize("value", ["0.11.0", "0.10.1.1", "0.6.4.post1", "0.12.0rc1", "v0.11", "0.7.3.dev233+gad5a35c2"])
 def test_release_numbers_are_accepted(value):
     assert _workload(runtime={"engine_version": value}).runtime.engine_version == value
 
@@ -325,3 +325,39 @@ def test_the_need_is_what_the_sessions_use_whatever_the_device_holds() -> None:
     assert small["need_bytes"] == large["need_bytes"]
     assert small["kv_pool_bytes"] < large["kv_pool_bytes"]
     assert more["need_bytes"] - small["need_bytes"] == small["kv_bytes_per_token"] * (4096 + 512)
+
+
+@pytest.mark.parametrize(
+    ("pasted", "release", "profile", "pre"),
+    [
+        ("0.11.0rc1", (0, 11, 0), "0.11", True),
+        ("0.7.3.dev233+gad5a35c2", (0, 7, 3), "0.6.5", True),
+        ("v0.10.1.1", (0, 10, 1, 1), "0.10", False),
+        ("0.10.1.1+cu128", (0, 10, 1, 1), "0.10", False),
+    ],
+)
+def test_pasted_version_strings_map_to_a_release_and_the_answer_says_so(pasted, release, profile, pre) -> None:
+    from budgets.engine import estimate
+    from budgets.engine.schema import Workload
+    from budgets.engine.vllm import parse_version, profile_for, release_note
+
+    assert parse_version(pasted) == release
+    assert profile_for(pasted).name == profile
+    note = release_note(pasted)
+    assert f"the {profile} profile applies" in note and (("pre-release" in note) == pre)
+    w = Workload.model_validate(
+        {"task": "inference", "model": {"preset": "llama-3.1-8b"}, "runtime": {"engine_version": pasted}}
+    )
+    assert any(note in a for a in estimate(w, device_memory_bytes=80 * 2**30).assumptions)
+
+
+@pytest.mark.parametrize("bad", ["latest", "0.11.0; rm -rf /", "11", "0.11.0+" + "x" * 65])
+def test_a_version_that_is_not_a_release_is_refused(bad) -> None:
+    from pydantic import ValidationError
+
+    from budgets.engine.schema import Workload
+
+    with pytest.raises(ValidationError, match="engine_version"):
+        Workload.model_validate(
+            {"task": "inference", "model": {"preset": "llama-3.1-8b"}, "runtime": {"engine_version": bad}}
+        )
