@@ -55,6 +55,29 @@ def build_config(hf_config: dict, attention: str):
     return cfg
 
 
+def model_class(cfg):
+    """AutoModelForCausalLM where transformers has a causal LM for the config's type (the text model alone, also for
+    the wrappers it maps: llama4, mllama, qwen3_5, qwen3_5_moe); else AutoModelForImageTextToText, the multimodal
+    ForConditionalGeneration with its towers (qwen2_5_vl, qwen3_vl, mistral3), run on text alone."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    if cfg.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return AutoModelForCausalLM
+    return AutoModelForImageTextToText
+
+
+# parameters outside the language model of a multimodal ForConditionalGeneration (modeling_qwen2_5_vl.py `visual`,
+# modeling_qwen3_vl.py `visual`, modeling_mistral3.py `vision_tower` and `multi_modal_projector`)
+TOWER_MODULES = ("visual", "vision_tower", "multi_modal_projector", "vision_model")
+
+
+def tower_param_count(model) -> int:
+    return sum(
+        p.numel() for name, p in model.named_parameters() if any(part in TOWER_MODULES for part in name.split("."))
+    )
+
+
 class Tracer:
     """record_function labels and tensor snapshots, all timestamped by the profiler itself."""
 
@@ -143,6 +166,14 @@ def storage_bytes(tensors) -> int:
     return sum(seen.values())
 
 
+def module_state_tensors(model) -> list:
+    """Tensors a module keeps as plain attributes between calls (not parameters or buffers): Qwen2.5-VL's and
+    Qwen3-VL's `rope_deltas`, set by each prefill and read by the decode steps (modeling_qwen2_5_vl.py:1151)."""
+    import torch
+
+    return [v for m in model.modules() for v in vars(m).values() if isinstance(v, torch.Tensor)]
+
+
 def make_optimizer(name: str, params):
     import torch
 
@@ -178,7 +209,6 @@ def run_case(w: dict) -> dict:
     import torch
     import transformers
     from torch.profiler import ProfilerActivity, profile
-    from transformers import AutoModelForCausalLM
 
     t_wall0 = time.time()
     torch.manual_seed(0)
@@ -192,7 +222,10 @@ def run_case(w: dict) -> dict:
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
         with tracer.label("phase:setup"):
-            model = AutoModelForCausalLM.from_config(cfg, attn_implementation=run["attention"], dtype=dtype)
+            # random initialisation happens here, before the window: whatever it allocates and frees (a transient
+            # the size of the embedding, say) is in `setup`, not in the measured peak (README, "How the peak is
+            # measured")
+            model = model_class(cfg).from_config(cfg, attn_implementation=run["attention"], dtype=dtype)
             model.to(dtype)
             if w.get("training", {}).get("activation_checkpointing", "none") == "full":
                 if hasattr(model, "activation_checkpointing_enable"):
@@ -206,10 +239,14 @@ def run_case(w: dict) -> dict:
             info["param_bytes"] = storage_bytes(params)
             info["buffer_bytes"] = storage_bytes(buffers)
             info["weights_bytes"] = storage_bytes(params + buffers)
+            info["model_class"] = type(model).__name__
+            towers = tower_param_count(model)
+            if towers:
+                info["tower_param_count"] = towers
             info["attn_implementation"] = getattr(model.config, "_attn_implementation", None)
             tracer.install(model)
             tracer.snap("weights", params + buffers)
-            vocab = cfg.vocab_size
+            vocab = cfg.get_text_config().vocab_size
 
         if task == "inference":
             inf = w["inference"]
@@ -241,7 +278,9 @@ def run_case(w: dict) -> dict:
                 cache = getattr(model, "_cache", None)
                 if cache is not None:
                     known += cache_tensors(cache)
-                info["known_live_at_window_start"] = storage_bytes(known)
+                # the module-held tensors are looked at, not kept: holding the warm-up's `rope_deltas` here would
+                # keep it alive past the measured prefill that replaces it
+                info["known_live_at_window_start"] = storage_bytes(known + module_state_tensors(model))
                 with tracer.label("window"), tracer.label("phase:generate"):
                     tracer.in_generate, tracer.gen_calls = True, 0
                     out = model.generate(input_ids, **gen_kwargs)
@@ -455,6 +494,21 @@ def analyse(prof, tracer: Tracer, task: str) -> dict:
         end_live = r.live_after[i1 - 1] if i1 > 0 else 0
         return start_live, peak, end_live
 
+    # the model's construction (random initialisation), before the window: its own peak and what it left live
+    setup = None
+    for s_start, s_end in labels.get("phase:setup", ()):
+        _, s_peak, s_live1 = interval_peak(s_start, s_end)
+        freed_in_setup = [
+            b.size for b in r.blocks if s_start <= b.alloc_time and b.free_time is not None and b.free_time <= s_end
+        ]
+        setup = {
+            "peak": s_peak,
+            "end": s_live1,
+            "transient_bytes": s_peak - s_live1,  # allocated and freed again while the model was built
+            "largest_freed_block": max(freed_in_setup, default=0),
+            "peak_over_window_baseline": s_peak - wp["baseline"],
+            "ms": round((s_end - s_start) / 1e6, 2),
+        }
     phases = {}
     for name, ivs in labels.items():
         if not name.startswith("phase:"):
@@ -555,6 +609,7 @@ def analyse(prof, tracer: Tracer, task: str) -> dict:
             "last_allocation_bytes": peak_event.size if peak_event else 0,
         },
         "window_ms": round((w_end - w_start) / 1e6, 1),
+        "setup": setup,
         "phases": phases,
         "generate_calls": gen,
         "live_at_peak_by_category": dict(sorted(cats.items(), key=lambda kv: -kv[1])),
@@ -583,6 +638,12 @@ def measure_in_subprocess(case_id: str, timeout: float = 900) -> dict:
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_VERBOSITY="error",
         PYTHONHASHSEED="0",
+        # glibc's dynamic mmap threshold rises after the first large free, so later large tensors come from a heap
+        # that the profiler's many small allocations fragment and that is never trimmed: Jamba's PyTorch Mamba1
+        # scan in training (a scan-sized zero tensor per token in backward) grew the process past 20 GB at 2 x 256
+        # and was killed, against 1.7 GB with a fixed threshold. Only the process's RSS changes: the measured bytes
+        # are the profiler's tensor allocation events (every earlier peak re-measured byte for byte with it).
+        MALLOC_MMAP_THRESHOLD_="131072",
     )
     t0 = time.time()
     p = subprocess.run(
