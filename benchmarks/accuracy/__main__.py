@@ -25,6 +25,7 @@ from benchmarks.accuracy.cases import (
     CASES,
     ROUND6_CASES,
     ROUND7_CASES,
+    ROUND10_CASES,
     TUNING_CASES,
     case_by_id,
     case_ids,
@@ -100,6 +101,7 @@ def measure(ids: list[str]) -> dict:
 def scenario(w: dict) -> str:
     c = w["model"]["hf_config"]
     mt = c["model_type"]
+    c = c.get("text_config", c)  # a multimodal wrapper: its language model's fields
     layers = c.get("num_hidden_layers", c.get("n_layer"))
     hidden = c.get("hidden_size", c.get("n_embd"))
     heads = c.get("num_attention_heads", c.get("n_head"))
@@ -181,6 +183,7 @@ SETS = (
     # (HOLDOUT.md).
     ("Round-6 hold-out", "compared once before tuning; see HOLDOUT.md", ROUND6_CASES),
     ("Round-7 hold-out", "compared once before tuning; see HOLDOUT.md", ROUND7_CASES),
+    ("Round-10 hold-out", "the families read per layer, compared once before tuning; see HOLDOUT.md", ROUND10_CASES),
 )
 
 

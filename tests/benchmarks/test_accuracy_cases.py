@@ -29,9 +29,10 @@ def test_holdout_and_tuning_sets_are_disjoint_and_cover_cases():
     assert (len(round1), len(round2), len(round3), len(round4), len(round5)) == (11, 11, 12, 126, 126)
     assert tuning == original + round1 + round2 + round3 + round4 + round5
     assert len(set(tuning)) == 303
-    # rounds 6 and 7 hold-out: one run per path per model type on new configs, none shared with tuning
-    assert holdout == _names(cases.round6_cases()) + _names(cases.round7_cases())
-    assert len(set(holdout)) == len(holdout) == 56 + 56
+    # rounds 6 and 7 hold-out: one run per path per model type on new configs, none shared with tuning; round 10:
+    # two runs per family read per layer
+    assert holdout == _names(cases.round6_cases()) + _names(cases.round7_cases()) + _names(cases.round10_cases())
+    assert len(set(holdout)) == len(holdout) == 56 + 56 + 52
     assert not set(tuning) & set(holdout)
     assert _names(cases.CASES) == tuning + holdout
     assert all(cases.is_holdout(n) for n in holdout)
@@ -178,4 +179,123 @@ def test_report_shows_each_set_and_overall():
     assert "Round-6 hold-out: median |error|" in text
     assert "### Round-7 hold-out (56 cases" in text
     assert "Round-7 hold-out: median |error|" in text
+    assert "### Round-10 hold-out (52 cases" in text
+    assert "Round-10 hold-out: median |error|" in text
     assert "- All cases: median |error|" in text
+
+
+# --- round 10: the families read per layer ------------------------------------------------------------------------
+
+ROUND10_FAMILIES = [
+    "deepseek_v3",
+    "deepseek_v32",
+    "kimi_linear",
+    "glm4_moe",
+    "glm4_moe_lite",
+    "gpt_oss",
+    "phimoe",
+    "granite",
+    "granitemoehybrid",
+    "olmo2",
+    "smollm3",
+    "falcon_h1",
+    "cohere",
+    "jamba",
+    "nemotron_h",
+    "minimax_m2",
+    "exaone4",
+    "ernie4_5",
+    "qwen3_next",
+    "qwen3_5",
+    "qwen3_5_moe",
+    "llama4",
+    "mllama",
+    "qwen2_5_vl",
+    "qwen3_vl",
+    "mistral3",
+]
+
+
+def _text(cfg):
+    return cfg.get("text_config", cfg)
+
+
+def test_round10_has_every_family_read_per_layer_or_says_why_not():
+    from budgets.engine.models.hf_defaults import LAYERED_RULES, MULTIMODAL_TEXT
+
+    assert list(cases.ROUND10_CONFIGS) == ROUND10_FAMILIES
+    # every family the engine reads per layer is in the round (by its rules' key) or left out with a reason
+    read = {MULTIMODAL_TEXT.get(f, f) for f in cases.ROUND10_CONFIGS}
+    read |= {_text(c)["model_type"] for c in cases.ROUND10_CONFIGS.values()}
+    left_out = set(LAYERED_RULES) - {"generic"} - read
+    assert {MULTIMODAL_TEXT.get(f, f) for f in cases.ROUND10_NOT_BUILT} == left_out | {"qwen3_vl_moe_text"}
+    assert all(cases.ROUND10_NOT_BUILT.values())
+
+
+def test_round10_configs_follow_the_shrinking_rule():
+    def walk(d, path=""):  # the language model's keys (the towers' widths follow their own hidden size)
+        for k, v in d.items():
+            yield f"{path}{k}", v
+            if isinstance(v, dict) and k != "vision_config":
+                yield from walk(v, f"{path}{k}.")
+
+    for family, cfg in cases.ROUND10_CONFIGS.items():
+        text = _text(cfg)
+        assert text["hidden_size"] == 256 and text["num_attention_heads"] == 4, family
+        assert text.get("num_key_value_heads", 4) in (2, 4), family
+        assert 2 <= text["num_hidden_layers"] <= 4, family
+        assert text["vocab_size"] == 2000 and (text["bos_token_id"], text["eos_token_id"]) == (1, 2), family
+        for key, value in walk(cfg):
+            name = key.rsplit(".", 1)[-1]
+            assert "quantization_config" not in key and name != "use_mtp", (family, key)
+            if "dropout" in name or "jitter" in name:
+                assert value == 0, (family, key)
+            if name in ("sliding_window", "attention_chunk_size", "chunk_size", "mamba_chunk_size", "index_topk"):
+                assert value in (None, 64), (family, key)
+            if name in ("head_dim", "v_head_dim", "linear_key_head_dim", "linear_value_head_dim", "mamba_d_head"):
+                assert value == 64 or (family == "falcon_h1" and name == "mamba_d_head"), (family, key)
+            if name in ("num_experts", "num_local_experts", "n_routed_experts"):
+                assert value == 4, (family, key)
+            if name in ("num_experts_per_tok", "num_experts_per_token", "experts_per_token"):
+                assert value == (1 if family == "llama4" else 2), (family, key)
+            if name in ("ssm_state_size", "mamba_d_state"):
+                assert value == 16, (family, key)
+            if name in ("intermediate_size", "moe_intermediate_size", "intermediate_size_mlp", "kv_lora_rank"):
+                assert value % 64 == 0 and value >= 64, (family, key)
+
+
+def test_round10_runs_generate_and_train_once_per_family():
+    sessions, prompt, new = cases.ROUND10_GEN_SHAPE
+    micro_batch, seq = cases.ROUND10_TRAIN_SHAPE
+    assert len(cases.ROUND10_CASES) == 2 * len(ROUND10_FAMILIES) == 52
+    for family, gen, trn in zip(ROUND10_FAMILIES, cases.ROUND10_CASES[::2], cases.ROUND10_CASES[1::2], strict=True):
+        assert gen["model"]["hf_config"] == trn["model"]["hf_config"] == cases.ROUND10_CONFIGS[family]
+        attention = "eager" if family in cases.ROUND10_NO_SDPA else "sdpa"
+        for w in (gen, trn):
+            assert w["precision"]["weights"] == w["precision"]["compute"] == "bf16"
+            assert w["runtime"] == {"device": "cpu", "attention": attention}
+        i = gen["inference"]
+        assert (i["concurrent_sessions"], i["max_input_tokens"], i["max_output_tokens"]) == (sessions, prompt, new)
+        assert i["kv_cache_layout"] == "dynamic" and i["engine"] == "transformers"
+        t = trn["training"]
+        assert (t["micro_batch_size"], t["sequence_length"]) == (micro_batch, seq)
+        assert (t["optimizer"], t["optimizer_impl"], t["activation_checkpointing"]) == ("adamw", "foreach", "none")
+    # no earlier case ran any of these model types
+    earlier = {_text(w["model"]["hf_config"])["model_type"] for w in cases.TUNING_CASES + cases.ROUND6_CASES}
+    assert not earlier & {_text(c)["model_type"] for c in cases.ROUND10_CONFIGS.values()} - {"mistral"}
+
+
+def test_round10_measurements_are_of_the_run_not_the_initialisation():
+    from benchmarks.accuracy.__main__ import RESULTS
+
+    recorded = json.loads(RESULTS.read_text())["cases"]
+    for w in cases.ROUND10_CASES:
+        m = recorded[w["name"]]
+        # the model's build is recorded apart, before the window, and left nothing but the model live
+        assert m["setup"]["end"] == m["weights_bytes"], w["name"]
+        assert m["baseline_bytes"] == m["known_live_at_window_start"]
+        assert m["versions"]["transformers"] == "5.24.0" and m["versions"]["torch"].startswith("2.13.0")
+        vl = _text(w["model"]["hf_config"])["model_type"] != w["model"]["hf_config"]["model_type"] or (
+            w["model"]["hf_config"]["model_type"] == "qwen2_5_vl"
+        )
+        assert bool(m.get("tower_param_count")) == (vl and w["model"]["hf_config"]["model_type"] != "mllama")
