@@ -247,7 +247,7 @@ def vllm_stage(
         activations_bytes=activations.bytes,
         tensor=stage.tensor,
         page_bytes_per_token=per_tok,
-        block_tokens=block,
+        block_tokens=cache.block_tokens,
         request_bytes_max_len=None if cache.uniform else cache.request_bytes(inf.max_model_len),
         request_bytes_longest=None if cache.uniform else cache.request_bytes(longest),
         max_model_len=inf.max_model_len,
@@ -260,7 +260,8 @@ def vllm_stage(
     out.serving = plan = vllm.serving_plan(pool_in, needed)
     kv_value = Range.exact(needed)
     kv_note = (
-        f"paged KV the workload needs: {b} × {longest} tokens in blocks of {block}; {per_tok:,} B/token/device;"
+        f"paged KV the workload needs: {b} × {longest} tokens in blocks of {cache.block_tokens};"
+        f" {per_tok:,} B/token/device;"
         f" vLLM needs T ≥ {vllm.needed_device_memory(pool_in, needed) / GIB:,.2f} GiB (cudaMemGetInfo) to hold it"
     )
     if plan.kv_pool_bytes is not None:

@@ -10,6 +10,7 @@ config numbers in each test.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -324,3 +325,15 @@ def test_gpt_oss_120b_serves_98k_tokens_on_one_h100_with_the_published_settings(
         "NVIDIA H100 80GB HBM3", 79.18, "0.11.0", max_model_len=98_304, gpu_memory_utilization=0.96, max_num_seqs=6
     )
     assert budget.serving.starts and budget.serving.max_concurrent_sessions_at_max_request >= 1
+
+
+def test_a_hybrid_raises_the_attention_block_until_a_page_holds_a_state() -> None:
+    """vllm-0.11.0/model_executor/models/config.py:345-394: Qwen3-Next at TP2 — attention 1,024 B per token per layer,
+    a Gated-DeltaNet state of 548,864 B per layer — runs blocks of 16 × cdiv(548,864, 16 × 1,024) = 544 tokens,
+    each state padded to 544 × 1,024 B (the 0.10.2 H200 log: "Setting attention block size to 544 tokens")."""
+    spec = _spec("qwen3-next-80b-a3b")
+    cache = CacheLayout(spec, 2, 0, 48, "bf16", 16, 8192)
+    assert cache.block_tokens == 544
+    assert cache.page_bytes_per_token == 48 * 1024
+    one = cache.request_bytes(262_144)
+    assert one == 12 * math.ceil(262_144 / 544) * 544 * 1024 + 36 * 544 * 1024
