@@ -332,7 +332,10 @@ def _model_assumptions(w: Workload) -> list[str]:
             f" ±{GENERIC_WEIGHTS_BAND:.0%} for the biases and norms it cannot know"
         )
     if spec.towers:
-        out.append(f"multimodal towers: {spec.towers}")
+        out.append(
+            f"multimodal towers in the weights: {spec.towers}; their activations over image or audio tokens are not"
+            " counted (text requests only)"
+        )
     if w.model is not None and w.model.checkpoint_weights is not None:
         out.extend(w.model.checkpoint_weights.notes)
     return out
