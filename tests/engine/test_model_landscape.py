@@ -19,6 +19,7 @@ from budgets.engine import estimate
 from budgets.engine.components import kv_cache as kv
 from budgets.engine.models.hf_config import UnsupportedModelError, from_hf_config
 from budgets.engine.models.parameters import parameter_count, weight_groups
+from budgets.engine.models.presets import load_presets
 from budgets.engine.schema import Workload
 from budgets.engine.vllm import CacheLayout
 
@@ -89,17 +90,7 @@ def test_every_collected_config_is_budgeted_under_vllm(record_id: str) -> None:
 def test_full_attention_llama_3_1_8b() -> None:
     """FullAttentionSpec.page_size_bytes = 2 × block × kv_heads × head_size × dtype (kv_cache_interface.py:63-66):
     32 layers × 2 × 8 × 128 × 2 B = 131,072 B/token."""
-    spec = from_hf_config(
-        {
-            "model_type": "llama",
-            "hidden_size": 4096,
-            "num_hidden_layers": 32,
-            "num_attention_heads": 32,
-            "num_key_value_heads": 8,
-            "intermediate_size": 14336,
-            "vocab_size": 128256,
-        }
-    )
+    spec = load_presets()["llama-3.1-8b"].spec
     assert kv.kv_bytes_per_token(spec, 1, 0, 32, "bf16") == 131_072
     assert kv.kv_bytes_per_token(spec, 8, 0, 32, "bf16") == 131_072 // 8
     assert kv.kv_bytes_per_token(spec, 16, 0, 32, "bf16") == 131_072 // 8  # max(1, 8 // 16) heads, replicated

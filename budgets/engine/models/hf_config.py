@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any, TypedDict, cast
 
 from .hf_defaults import HF_CONFIG_DEFAULTS, LAYERED_RULES, MULTIMODAL_TEXT, WRAPPER_TIES_EMBEDDINGS
-from .hf_layered import MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, MAX_POSITIONS, MAX_WIDTH, ConfigError, build_layered
+from .hf_layered import MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, MAX_POSITIONS, MAX_WIDTH, ConfigError, Reader, build_layered
 from .hf_towers import count_towers as _towers
 from .layers import compress
 from .spec import ModelSpec
@@ -51,15 +51,11 @@ _BOUNDS: dict[str, tuple[int, int]] = {
 
 
 def _int(cfg: Mapping[str, Any], key: str, default: Any = None) -> int:
-    value = cfg.get(key, default)
-    if value is None:
-        raise UnsupportedModelError(f"hf_config is missing '{key}' (model_type {cfg.get('model_type')!r})")
     lo, hi = _BOUNDS.get(key, (0, MAX_WIDTH))
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or int(value) != value:
-        raise UnsupportedModelError(f"hf_config '{key}' must be an integer, got {value!r}")
-    if not lo <= value <= hi:
-        raise UnsupportedModelError(f"hf_config '{key}' = {value!r} is outside the allowed range {lo}..{hi}")
-    return int(value)
+    try:
+        return Reader({**cfg, key: cfg.get(key, default)}).integer(key, lo=lo, hi=hi)
+    except ConfigError as exc:
+        raise UnsupportedModelError(str(exc)) from None
 
 
 def _int_list(cfg: Mapping[str, Any], key: str) -> list[int]:

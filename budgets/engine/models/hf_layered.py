@@ -490,6 +490,18 @@ def _norms(g: _Groups, d: _Dims, rules: LayeredRules, count: int) -> None:
         g.add(f"norm{i}", "norm", (d.h * (2 if rules.norm_bias else 1),), linear=False)
 
 
+def _nas_block(g: _Groups, block: Reader, norm: str, linear: str, role: Role, h: int) -> bool:
+    """A NAS block's norm and, when it is replaced with a linear layer, that layer; True when the block is real
+    (neither `no_op` nor `replace_with_linear`) and its module must be built."""
+    if block.flag("no_op", False):
+        return False
+    g.vector(norm, "norm", h)
+    if block.flag("replace_with_linear", False):
+        g.linear(linear, role, h, h)
+        return False
+    return True
+
+
 def _nas_layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, Mlp, _Groups]]:
     """Nemotron-NAS (DeciLM `block_configs`): per layer, attention with its own KV-head grouping, a linear
     stand-in or nothing; an FFN of its own width, a linear stand-in or nothing (modeling_decilm.py; the FFN
@@ -507,28 +519,19 @@ def _nas_layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, M
         ar = Reader(attn, f"{r.where}.block_configs[{i}].attention")
         fr = Reader(ffn, f"{r.where}.block_configs[{i}].ffn")
         g = _Groups(i)
-        mixer = Mixer("none")
-        if not ar.flag("no_op", False):
-            g.vector("input_layernorm", "norm", d.h)
-            if ar.flag("replace_with_linear", False):
-                g.linear("self_attn.linear_attn", "attention", d.h, d.h)
-            else:
-                group = ar.integer("n_heads_in_group", lo=1, hi=d.heads)
-                if d.heads % group:
-                    raise ConfigError(f"{ar.where} n_heads_in_group ({group}) must divide the heads ({d.heads})")
-                sub = _Dims(**{**d.__dict__, "kv_heads": d.heads // group})
-                mixer = _attention(g, r, sub, rules, "full")
-        mlp = Mlp("none")
-        if not fr.flag("no_op", False):
-            g.vector("post_attention_layernorm", "norm", d.h)
-            if fr.flag("replace_with_linear", False):
-                g.linear("mlp.linear_mlp", "mlp", d.h, d.h)
-            else:
-                mult = fr.number("ffn_mult", 0.0, lo=0.0, hi=64.0)
-                if mult <= 0:
-                    raise ConfigError(f"{fr.where} 'ffn_mult' must be a positive number")
-                width = -(-int(2 * mult * d.h / 3) // 256) * 256
-                mlp = _dense_mlp(g, r, d, rules, width, "mlp")
+        mixer, mlp = Mixer("none"), Mlp("none")
+        if _nas_block(g, ar, "input_layernorm", "self_attn.linear_attn", "attention", d.h):
+            group = ar.integer("n_heads_in_group", lo=1, hi=d.heads)
+            if d.heads % group:
+                raise ConfigError(f"{ar.where} n_heads_in_group ({group}) must divide the heads ({d.heads})")
+            sub = _Dims(**{**d.__dict__, "kv_heads": d.heads // group})
+            mixer = _attention(g, r, sub, rules, "full")
+        if _nas_block(g, fr, "post_attention_layernorm", "mlp.linear_mlp", "mlp", d.h):
+            mult = fr.number("ffn_mult", 0.0, lo=0.0, hi=64.0)
+            if mult <= 0:
+                raise ConfigError(f"{fr.where} 'ffn_mult' must be a positive number")
+            width = -(-int(2 * mult * d.h / 3) // 256) * 256
+            mlp = _dense_mlp(g, r, d, rules, width, "mlp")
         out.append((mixer, mlp, g))
     return out
 
