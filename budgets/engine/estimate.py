@@ -32,6 +32,7 @@ from .components import workspace as ws
 from .components.weights import weight_bytes
 from .custom import custom_budget
 from .dtypes import nbytes
+from .engines import engine
 from .inference import inference_stage
 from .models.parameters import ParameterCount, parameter_count
 from .models.spec import ModelSpec
@@ -392,9 +393,9 @@ def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, 
             out.append(f"pipeline 1F1B: the {stage_name} stage is the busiest")
     elif w.inference is not None:
         out.append(f"serving engine {w.inference.engine}, KV layout {w.inference.kv_cache_layout}")
-    if w.inference is None or w.inference.engine != "vllm":
-        engine, version = profiles.workload_engine(w)
-        out.extend(profiles.profile_for(engine, version).describe(version, w.task == "inference", w.spec.is_moe))
+    if w.inference is None or not engine(w.inference.engine).preallocated_pool:
+        name, version = profiles.workload_engine(w)
+        out.extend(profiles.profile_for(name, version).describe(version, w.task == "inference", w.spec.is_moe))
     if w.parallelism.tensor > w.spec.num_kv_heads:
         out.append("tensor degree exceeds KV heads: KV heads replicated on each device")
     return tuple(out)

@@ -16,6 +16,7 @@ from .budget import Range
 from .components import activations as act
 from .components import kv_cache as kv
 from .dtypes import nbytes
+from .engines import engine
 from .models.spec import ModelSpec
 from .phases import ACTIVATION_BAND_CUDA, StagePhases, activation_band, activation_shape, param_tensors
 from .schema import Workload
@@ -31,7 +32,7 @@ def inference_stage(
 ) -> StagePhases:
     """The stage's phases under the workload's serving engine."""
     assert w.inference is not None
-    if w.inference.engine == "vllm":
+    if engine(w.inference.engine).preallocated_pool:
         return vllm_stage(w, stage, weights, device_memory_bytes, device_name)
     return generate_stage(w, stage, weights)
 
