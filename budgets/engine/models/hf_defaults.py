@@ -237,6 +237,18 @@ class LayeredRules:
     extra_embed_rows: int = 0  # embedding rows beyond vocab_size (mllama: 8 image tokens)
     defaults: tuple[tuple[str, Any], ...] = ()  # the configuration class's defaults for keys a config omits
     qk_norm_weights: bool = True  # `use_qk_norm` norms carry weights (Llama 4's is a weightless L2 norm)
+    # per-layer attention geometry (Gemma 4): full-attention layers `global_head_dim` wide, with
+    # `num_global_key_value_heads` KV heads and no v_proj under `attention_k_eq_v`; `per_layer_config` overrides
+    global_attention: bool = False
+    kv_shared_key: str = ""  # the last N layers reuse an earlier layer's K/V: no k/v projections, nothing cached
+    sliding_pattern: int = 0  # without layer_types: every sliding_pattern-th layer attends fully, the others slide
+    last_layer_full: bool = False  # the last layer attends fully whatever layer_types says
+    moe_beside_key: str = ""  # a flag adding an MoE beside every layer's dense MLP (the dense MLP stays)
+    moe_prefix: str | None = None  # the MoE's module path when not mlp_prefix ("": the layer itself)
+    top_k_key: str = ""  # experts per token when not num_experts_per_tok / num_experts_per_token
+    router_scales: bool = False  # router.scale (hidden) and router.per_expert_scale (experts) parameters
+    moe_norms: int = 0  # norms a layer with an MoE adds
+    per_layer_input_key: str = ""  # per-layer embeddings (PLE) width: a packed table, a projection, per-layer gates
 
 
 # transformers 5.24.0 models/<type>/modeling_<type>.py (and configuration_<type>.py for the defaults); kimi_k2,
@@ -333,6 +345,52 @@ LAYERED_RULES: dict[str, LayeredRules] = {
     "qwen3_vl_text": LayeredRules("qwen3_vl_text", qk_norm="head"),
     "qwen3_vl_moe_text": LayeredRules("qwen3_vl_moe_text", qk_norm="head"),
     "mistral": LayeredRules("mistral", all_sliding=True),
+    # modeling_gemma4.py Gemma4TextDecoderLayer (:1331-1362): Gemma4TextAttention (:1141-1194) q/k/v/o taking
+    # attention_bias, per-head q_norm/k_norm (v_norm has no weight); sliding layers head_dim wide, full layers
+    # global_head_dim (per_layer_config, configuration_gemma4.py:208-221) with num_global_key_value_heads and no v_proj
+    # under attention_k_eq_v; the last num_kv_shared_layers reuse K/V (no k/v projections or norms). Four norms and a
+    # GeGLU MLP in every layer (2 × intermediate_size on shared layers under use_double_wide_mlp, :1051-1062); with
+    # enable_moe_block an MoE beside it (Gemma4TextRouter proj + scale + per_expert_scale, :1294-1305; fused
+    # Gemma4TextExperts, :1255-1265) and three more norms; per-layer embeddings when hidden_size_per_layer_input > 0
+    # (Gemma4TextModel :1565-1580); tied embeddings. Defaults: configuration_gemma4.py:150-180
+    "gemma4_text": LayeredRules(
+        "gemma4_text",
+        qk_norm="head",
+        norms_per_layer=4,
+        global_attention=True,
+        kv_shared_key="num_kv_shared_layers",
+        sliding_pattern=6,
+        last_layer_full=True,
+        moe_beside_key="enable_moe_block",
+        moe_prefix="",
+        router_name="router.proj",
+        router_scales=True,
+        top_k_key="top_k_experts",
+        moe_norms=3,
+        shared_width_key="",
+        shared_count_key="",
+        per_layer_input_key="hidden_size_per_layer_input",
+        tie_word_embeddings=True,
+        defaults=(
+            ("vocab_size", 262_144),
+            ("hidden_size", 2304),
+            ("intermediate_size", 9216),
+            ("num_hidden_layers", 30),
+            ("num_attention_heads", 8),
+            ("num_key_value_heads", 4),
+            ("head_dim", 256),
+            ("hidden_activation", "gelu_pytorch_tanh"),
+            ("max_position_embeddings", 131_072),
+            ("sliding_window", 512),
+            ("vocab_size_per_layer_input", 262_144),
+            ("hidden_size_per_layer_input", 256),
+            ("global_head_dim", 512),  # configuration_gemma4.py:208
+            ("attention_k_eq_v", False),
+            ("num_kv_shared_layers", 0),
+            ("enable_moe_block", False),
+            ("use_double_wide_mlp", False),
+        ),
+    ),
 }
 
 
@@ -350,7 +408,7 @@ MULTIMODAL_TEXT: dict[str, str] = {
     "gemma4": "gemma4_text",
 }
 
-# the wrappers' `tie_word_embeddings` defaults (configuration_mistral3.py:98, configuration_gemma3.py:212; the others
-# False: configuration_llama4.py:239, configuration_mllama.py:136, configuration_qwen2_5_vl.py:190,
-# configuration_qwen3_vl.py:140)
-WRAPPER_TIES_EMBEDDINGS: dict[str, bool] = {"mistral3": True, "gemma3": True}
+# the wrappers' `tie_word_embeddings` defaults (configuration_mistral3.py:98, configuration_gemma3.py:212,
+# configuration_gemma4.py:380; the others False: configuration_llama4.py:239, configuration_mllama.py:136,
+# configuration_qwen2_5_vl.py:190, configuration_qwen3_vl.py:140)
+WRAPPER_TIES_EMBEDDINGS: dict[str, bool] = {"mistral3": True, "gemma3": True, "gemma4": True}
