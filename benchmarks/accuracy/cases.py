@@ -664,20 +664,25 @@ def infer(name, cfg, *, precision, sessions, input_tokens, output_tokens, layout
     }
 
 
-def train(name, cfg, *, precision, micro_batch, seq, optimizer, ckpt, attention):
+def train(name, cfg, *, precision, micro_batch, seq, optimizer, ckpt, attention, optimizer_impl="foreach"):
+    """A training case. Rounds 1 to 7 ran torch's optimizers with foreach=True and say so
+    (`optimizer_impl`); None leaves the implementation to torch's default for the device."""
+    training = {
+        "micro_batch_size": micro_batch,
+        "sequence_length": seq,
+        "optimizer": optimizer,
+        "activation_checkpointing": ckpt,
+        "method": "full",
+    }
+    if optimizer_impl is not None:
+        training["optimizer_impl"] = optimizer_impl
     return {
         "schema_version": 1,
         "name": name,
         "task": "training",
         "model": {"hf_config": copy.deepcopy(cfg)},
         "precision": _precision(precision, True),
-        "training": {
-            "micro_batch_size": micro_batch,
-            "sequence_length": seq,
-            "optimizer": optimizer,
-            "activation_checkpointing": ckpt,
-            "method": "full",
-        },
+        "training": training,
         "runtime": {"device": "cpu", "attention": attention},
     }
 

@@ -152,6 +152,7 @@ def test_holdout_cases_use_only_what_the_harness_runs():
             assert t["optimizer"] in ("adamw", "sgd", "sgd_momentum")
             assert t["activation_checkpointing"] in ("none", "full")
             assert t["method"] == "full"
+            assert t.get("optimizer_impl") in (None, "foreach", "for_loop", "fused")
         else:
             assert w["inference"]["kv_cache_layout"] in ("dynamic", "contiguous")
             assert w["inference"]["engine"] == "transformers"
@@ -179,3 +180,19 @@ def test_report_shows_each_set_and_overall():
     assert "### Round-7 hold-out (56 cases" in text
     assert "Round-7 hold-out: median |error|" in text
     assert "- All cases: median |error|" in text
+
+
+def test_rounds_1_to_7_state_the_foreach_optimizers_they_ran():
+    earlier = cases.TUNING_CASES + cases.ROUND6_CASES + cases.ROUND7_CASES
+    assert {w["training"]["optimizer_impl"] for w in earlier if w["task"] == "training"} == {"foreach"}
+
+
+@pytest.mark.parametrize(
+    ("impl", "runs"), [(None, "for_loop"), ("foreach", "foreach"), ("for_loop", "for_loop"), ("fused", "fused")]
+)
+def test_the_harness_runs_the_stated_optimizer_or_torchs_cpu_default(impl, runs):
+    torch = pytest.importorskip("torch")
+    from benchmarks.accuracy.measure import make_optimizer, resolved_optimizer_impl
+
+    params = list(torch.nn.Linear(4, 4).parameters())
+    assert resolved_optimizer_impl(make_optimizer("adamw", params, impl), params) == runs
