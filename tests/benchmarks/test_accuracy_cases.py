@@ -29,9 +29,10 @@ def test_holdout_and_tuning_sets_are_disjoint_and_cover_cases():
     assert (len(round1), len(round2), len(round3), len(round4), len(round5)) == (11, 11, 12, 126, 126)
     assert tuning == original + round1 + round2 + round3 + round4 + round5
     assert len(set(tuning)) == 303
-    # rounds 6 and 7 hold-out: one run per path per model type on new configs, none shared with tuning
-    assert holdout == _names(cases.round6_cases()) + _names(cases.round7_cases())
-    assert len(set(holdout)) == len(holdout) == 56 + 56
+    # rounds 6 and 7 hold-out: one run per path per model type on new configs, none shared with tuning;
+    # round 8: the optimizer's device default and config dropouts
+    assert holdout == _names(cases.round6_cases()) + _names(cases.round7_cases()) + _names(cases.round8_cases())
+    assert len(set(holdout)) == len(holdout) == 56 + 56 + 11
     assert not set(tuning) & set(holdout)
     assert _names(cases.CASES) == tuning + holdout
     assert all(cases.is_holdout(n) for n in holdout)
@@ -179,7 +180,25 @@ def test_report_shows_each_set_and_overall():
     assert "Round-6 hold-out: median |error|" in text
     assert "### Round-7 hold-out (56 cases" in text
     assert "Round-7 hold-out: median |error|" in text
+    assert "### Round-8 hold-out (11 cases" in text
     assert "- All cases: median |error|" in text
+
+
+def test_round8_leaves_the_optimizer_to_torch_or_turns_dropouts_on():
+    def dropouts(w):
+        cfg = w["model"]["hf_config"]
+        keys = ("attn_pdrop", "resid_pdrop", "embd_pdrop", "dropout", "attention_dropout", "hidden_dropout")
+        return {k: cfg[k] for k in keys if k in cfg}
+
+    training = [w["training"] for w in cases.ROUND8_CASES]
+    assert {t["optimizer"] for t in training} == {"adamw", "sgd_momentum"}
+    default = [w for w in cases.ROUND8_CASES if "optimizer_impl" not in w["training"]]
+    assert len({w["model"]["hf_config"]["model_type"] for w in default}) == 3
+    assert all(not any(dropouts(w).values()) for w in default)
+    with_dropout = [w for w in cases.ROUND8_CASES if "dropout" in w["name"] and "nodropout" not in w["name"]]
+    # GPT-2 and OPT leave their dropout keys out (library defaults 0.1), the others set them
+    assert {w["model"]["hf_config"]["model_type"] for w in with_dropout} == {"gpt2", "opt", "gpt_neox", "llama", "phi3"}
+    assert all(w["training"]["optimizer_impl"] == "foreach" for w in with_dropout)
 
 
 def test_rounds_1_to_7_state_the_foreach_optimizers_they_ran():
