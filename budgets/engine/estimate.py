@@ -344,11 +344,23 @@ def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, 
             )
         )
         out.append(f"model states: {conv}; optimizer {w.training.optimizer}")
-        step_buffer = {
-            "foreach": "the foreach step allocates a parameter-sized buffer",
-            "fused": "the fused step allocates no parameter-sized buffer",
-            "for_loop": "the for-loop step allocates buffers the size of the largest parameter",
-        }[w.training.optimizer_impl]
+        device = w.runtime.device
+        impl = w.training.optimizer_impl or tr.default_optimizer_impl(device)
+        step_buffer = (
+            {
+                "foreach": "the foreach step allocates a parameter-sized buffer",
+                "fused": "the fused step allocates no parameter-sized buffer",
+                "for_loop": "the for-loop step allocates buffers the size of the largest parameter",
+            }[impl]
+            if w.training.optimizer == "adamw"
+            else f"the {w.training.optimizer} step runs {impl}"
+        )
+        if w.training.optimizer_impl is None:
+            step_buffer += (
+                f" (training.optimizer_impl not given: torch's default for device {device}, `foreach` only when"
+                " every parameter is on cuda (torch 2.13 optimizer.py `_default_to_fused_or_foreach`); the range"
+                " covers foreach, fused and for_loop)"
+            )
         out.append(f"gradients are freed by zero_grad(set_to_none=True) between steps; {step_buffer}")
         if w.parallelism.pipeline > 1:
             out.append(f"pipeline 1F1B: the {stage_name} stage is the busiest")

@@ -45,7 +45,8 @@ class _ModelStates:
     per_param_optimizer: float
     optimizer_shards: int
     optimizer: Range
-    step_temp: float  # what the optimizer step allocates beyond its states (by implementation)
+    optimizer_impl: str  # the step's implementation: as given, else torch's default for the device
+    step_temp: Range  # what the optimizer step allocates beyond its states; not given: over the implementations
 
 
 @dataclass(slots=True)
@@ -119,7 +120,7 @@ def training_stage(
         "weights": weights,
         "optimizer_state": optimizer,
         "gradients": states.grads,
-        "workspace": Range.exact(states.step_temp),
+        "workspace": states.step_temp,
         "activations": batch,
     }
     out.notes.update(_notes(w, stage, params, states, compiled))
@@ -211,13 +212,20 @@ def _model_states(w: Workload, spec: ModelSpec, stage: parallel.Stage, trainable
     # AdamW-step ranges (round 4): low counts no `step` scalars, since `param_tensors` is only an upper
     # bound (fused experts / projections, LayerNorm models: up to 184 tensors, 736 B, too many measured)
     optimizer = Range(opt_bytes - step_scalars, opt_bytes, opt_bytes)
-    step_temp = (
-        tr.optimizer_step_transient(
-            t.optimizer, t.optimizer_impl, prec.weights, prec.master_weights, trainable, _largest_tensor(w, stage)
-        )
+    largest = _largest_tensor(w, stage)
+    step = {
+        impl: tr.optimizer_step_transient(t.optimizer, impl, prec.weights, prec.master_weights, trainable, largest)
         / o_shards
+        for impl in tr.OPTIMIZER_IMPLS
+    }
+    impl = t.optimizer_impl or tr.default_optimizer_impl(w.runtime.device)
+    # an implementation the workload leaves to torch is its device default; the range covers the others
+    step_temp = (
+        Range.exact(step[impl])
+        if t.optimizer_impl
+        else Range(int(min(step.values())), int(step[impl]), int(max(step.values())))
     )
-    return _ModelStates(grad_prec, g_shards, grads_full, grads, per_param_opt, o_shards, optimizer, step_temp)
+    return _ModelStates(grad_prec, g_shards, grads_full, grads, per_param_opt, o_shards, optimizer, impl, step_temp)
 
 
 def _largest_tensor(w: Workload, stage: parallel.Stage) -> float:
@@ -434,8 +442,13 @@ def _notes(
     assert w.training is not None
     t, prec = w.training, w.precision
     notes: dict[str, str] = {}
-    if states.step_temp:
-        notes["workspace"] = f"optimizer step: {t.optimizer} ({t.optimizer_impl}) temporary {int(states.step_temp):,} B"
+    if states.step_temp.high:
+        temp = states.step_temp
+        notes["workspace"] = f"optimizer step: {t.optimizer} ({states.optimizer_impl}) temporary {temp.bytes:,} B" + (
+            f" (torch's default on {w.runtime.device}; {temp.low:,}–{temp.high:,} B over foreach, fused, for-loop)"
+            if t.optimizer_impl is None
+            else ""
+        )
     grad_note = f"{params.trainable:,} trainable parameters × {nbytes(states.grad_prec):g} B ({states.grad_prec})" + (
         f" / {states.grad_shards} (ZeRO-{stage.zero_stage})" if states.grad_shards > 1 else ""
     )

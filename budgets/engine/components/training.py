@@ -41,6 +41,18 @@ def adam_step_tensors_bytes(optimizer: str, param_tensors: int) -> int:
     return 4 * param_tensors if optimizer in ("adamw",) else 0
 
 
+OPTIMIZER_IMPLS = ("foreach", "fused", "for_loop")
+
+
+def default_optimizer_impl(device: str) -> str:
+    """torch.optim's step when neither `foreach` nor `fused` is given (torch 2.13 torch/optim/adam.py:937-947,
+    sgd.py:279-292): `_default_to_fused_or_foreach` (optimizer.py:161-186) turns foreach on only when every
+    parameter is a plain tensor on a foreach device (torch/utils/_foreach_utils.py:8-10: cuda, xpu, mtia, the
+    privateuse1 backend) and never fused, so CUDA parameters get the foreach step and CPU ones the for-loop
+    (`_single_tensor_adam`); the accuracy harness records the one torch resolved (`optimizer_impl`)."""
+    return "foreach" if device == "cuda" else "for_loop"
+
+
 def optimizer_step_transient(
     optimizer: str, impl: str, weights: str, master: str | None, trainable: float, largest_tensor: float
 ) -> float:
