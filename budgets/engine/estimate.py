@@ -36,7 +36,7 @@ from .models.parameters import ParameterCount, parameter_count
 from .models.spec import ModelSpec
 from .phases import StagePhases
 from .schema import Workload
-from .training_stage import training_stage
+from .training_stage import dropout_assumption, training_stage
 
 
 def estimate(workload: Workload, device_memory_bytes: int | None = None, device_name: str | None = None) -> Budget:
@@ -362,6 +362,7 @@ def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, 
                 " covers foreach, fused and for_loop)"
             )
         out.append(f"gradients are freed by zero_grad(set_to_none=True) between steps; {step_buffer}")
+        out.append(dropout_assumption(w))
         if w.parallelism.pipeline > 1:
             out.append(f"pipeline 1F1B: the {stage_name} stage is the busiest")
     elif w.inference is not None:

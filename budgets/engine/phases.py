@@ -43,7 +43,14 @@ def param_tensors(spec: ModelSpec, layers: int) -> int:
 
 
 def activation_shape(
-    spec: ModelSpec, stage: parallel.Stage, b: int, s: int, k: int, d: float, fp16_cuda: bool = False
+    spec: ModelSpec,
+    stage: parallel.Stage,
+    b: int,
+    s: int,
+    k: int,
+    d: float,
+    fp16_cuda: bool = False,
+    cuda: bool = False,
 ) -> act.Shape:
     """The tensor shapes of one layer on this stage: b sequences of s queries attending over k keys."""
     t = stage.tensor
@@ -60,6 +67,7 @@ def activation_shape(
         d=d,
         # softmax(dtype=float32) reads fp16 scores directly on CUDA; elsewhere it copies them first
         softmax_copy=not fp16_cuda,
+        cuda=cuda,
     )
 
 

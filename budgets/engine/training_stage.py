@@ -19,6 +19,8 @@ from .components import training as tr
 from .components import workspace as ws
 from .components.weights import weight_bytes
 from .dtypes import nbytes
+from .models.hf_defaults import DROPOUT_KEYS, HF_CONFIG_DEFAULTS, UNAPPLIED_DROPOUT_KEYS
+from .models.presets import load_presets
 from .models.spec import ModelSpec
 from .phases import StagePhases, activation_band, activation_shape, param_tensors
 from .schema import Workload
@@ -72,8 +74,9 @@ def training_stage(
     spec, t, prec = w.spec, w.training, w.precision
     d = nbytes(prec.compute or "bf16")
     lo, hi = activation_band(w.runtime.device)
-    fp16_cuda = w.runtime.device == "cuda" and (prec.compute or "bf16") == "fp16"
-    x = activation_shape(spec, stage, t.micro_batch_size, t.sequence_length, t.sequence_length, d, fp16_cuda)
+    cuda = w.runtime.device == "cuda"
+    fp16_cuda = cuda and (prec.compute or "bf16") == "fp16"
+    x = activation_shape(spec, stage, t.micro_batch_size, t.sequence_length, t.sequence_length, d, fp16_cuda, cuda)
     params = _trainable(w, spec, stage, layer_p, emb_p, head_p, total_params, d)
     states = _model_states(w, spec, stage, params.trainable)
     compiled = _Compiled(_compiled(w, spec, stage, x), _compiled_loss(w, stage))
@@ -297,6 +300,8 @@ def _forward_saved(
     # sliding SDPA layer saves its converted (additive, dtype d) copy of the bool mask for backward
     # the training step passes no 2D attention mask (labels only): a sliding bool mask is batch-broadcast
     mask, sliding_mask_copy = act.attention_masks(spec, x, attention, s, batch_broadcast=True)
+    if act.sdpa_math_path(spec, attention, x.cuda):
+        sliding_mask_copy = 0  # the math path adds the converted mask to the scores and keeps neither
     sliding_layers = round(spec.num_sliding_layers * stage.layers / spec.num_layers) if spec.num_layers else 0
     if mode == "none" and sliding_mask_copy:
         saved_layers += sliding_mask_copy * sliding_layers * stage.in_flight_microbatches
@@ -305,9 +310,15 @@ def _forward_saved(
     # `saved_layers`); a bf16/fp16 RMSNorm saves its fp32 upcast and a learned-position LayerNorm model
     # saves the sum with the position embeddings, so there it is a separate tensor that lives only
     # through the forward. With full checkpointing it is layer 0's checkpoint input.
-    embed_saved_by_norm = (spec.norm == "rms" and d >= 4) or (spec.norm == "layer" and not spec.learned_positions)
+    # An embedding dropout (transformers' GPT-2 `drop`, GPT-NeoX `emb_dropout`; lit-gpt has none) hands
+    # layer 0 its output instead, and keeps its mask until the embedding's backward.
+    embedding_dropout = spec.embedding_dropout > 0 and stage.holds_embedding and w.training.framework == "transformers"
+    embed_saved_by_norm = not embedding_dropout and (
+        (spec.norm == "rms" and d >= 4) or (spec.norm == "layer" and not spec.learned_positions)
+    )
     # under torch.compile layer 0's norm saves it in the compute dtype (in `saved_layers`)
     embed_out = x.tokens * x.h * d if (mode != "full" and not embed_saved_by_norm and not compiled) else 0
+    embedding_mask = x.tokens * x.h * act.dropout_mask_bytes(d, x.cuda) if embedding_dropout else 0
     # training forward: position_ids = cache_position.unsqueeze(0), so cos/sin (or the learned position
     # embeddings) have batch 1 (modeling_llama.LlamaModel.forward); the rope muls save cos and sin,
     # so they stay alive into backward
@@ -315,9 +326,10 @@ def _forward_saved(
     # compiled: cos/sin are recomputed in backward from inv_freq, not saved
     kept_positions = 0 if (spec.learned_positions or compiled) else positions
     model_level = positions + s * 8 + mask + act.unread_masks(spec, x, attention, s, batch_broadcast=True)
+    model_level += embedding_mask
     # with full checkpointing the masks and cos/sin are inputs of every checkpointed layer, so
     # torch.utils.checkpoint keeps them until that layer's backward
-    kept_model_level = kept_positions + (mask if mode == "full" else 0)
+    kept_model_level = kept_positions + (mask if mode == "full" else 0) + embedding_mask
     return saved_layers, embed_out, model_level, kept_model_level, sliding_mask_copy
 
 
@@ -485,3 +497,53 @@ def _compile_note(w: Workload, compiled: _Compiled) -> str:
         loss + "; torch.compile not modelled for these layers (QLoRA, LoRA dropout, MoE, fused or eager-attention"
         " layers): eager layers"
     )
+
+
+_DROPOUT_PLACES = {
+    "attention_dropout": "attention probabilities",
+    "hidden_dropout": "both residual branches of every layer",
+    "embedding_dropout": "embeddings",
+}
+
+
+def dropout_assumption(w: Workload) -> str:
+    """The budget's line naming the dropout settings it read, their values and where each came from."""
+    assert w.training is not None and w.model is not None
+    spec = w.spec
+    if w.training.framework != "transformers":
+        return "dropout: none (lit-gpt's layers run no dropout: SDPA with dropout_p=0.0, model.py:251)"
+    keys = DROPOUT_KEYS.get(spec.model_type)
+    if keys is None:
+        return "dropout: none (a given architecture carries no dropout settings)"
+    config = w.model.hf_config if w.model.hf_config is not None else load_presets()[w.model.preset or ""].config
+    if spec.model_type == "gemma3":
+        config = config.get("text_config") or {}
+    fields: dict[str, list[str]] = {}  # config key -> the ModelSpec fields it sets (gpt_neox: two)
+    for field, key in keys.items():
+        fields.setdefault(key, []).append(field)
+    read = [
+        f"{key} {getattr(spec, names[0]):g} ({', '.join(_DROPOUT_PLACES[f] for f in names)};"
+        f" {'config' if config.get(key) is not None else 'transformers 5.24 default'})"
+        for key, names in fields.items()
+    ]
+    defaults = HF_CONFIG_DEFAULTS["gemma3_text" if spec.model_type == "gemma3" else spec.model_type]
+    read += [
+        f"{key} {config.get(key, defaults.get(key, 0.0)):g} (read; no module applies it)"
+        for key in UNAPPLIED_DROPOUT_KEYS.get(spec.model_type, ())
+    ]
+    line = "dropout read from the model config: " + ", ".join(read)
+    if not (spec.attention_dropout or spec.hidden_dropout or spec.embedding_dropout):
+        return line + "; all 0: no dropout runs"
+    cuda = w.runtime.device == "cuda"
+    line += "; each dropout keeps its mask for backward (" + ("a bool mask" if cuda else "its noise, compute dtype")
+    line += ")"
+    if spec.attention_dropout and w.runtime.attention == "eager":
+        line += "; eager attention keeps the dropout's mask and output per score"
+    elif spec.attention_dropout and act.sdpa_math_path(spec, w.runtime.attention, cuda):
+        line += (
+            "; attention dropout takes SDPA off its fused CPU kernel onto the math path: three fp32 score-sized"
+            " tensors and fp32 q, k, v per layer"
+        )
+    elif spec.attention_dropout:
+        line += "; SDPA's fused CUDA kernels take the dropout themselves (a seed and offset, no mask; not measured)"
+    return line

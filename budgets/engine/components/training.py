@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..dtypes import nbytes
 from ..vllm import parse_version
-from .activations import ALL_TRAINED, Kept
+from .activations import ALL_TRAINED, Kept, dropout_mask_bytes
 
 # bitsandbytes MatMul4Bit (the 4-bit linear's autograd function) kept its input for backward whenever an
 # input needed a gradient (bitsandbytes@a06a0f6 = 0.41.0, bitsandbytes/autograd/_functions.py:522-523
@@ -93,11 +93,8 @@ def lora_dropout_bytes(input_widths: list[int], d: float, cuda: bool) -> float:
     """Per token: what the adapters' dropouts keep for backward, one dropout per entry of `input_widths`
     (peft: one nn.Dropout per adapted module, peft v0.20.0 src/peft/tuners/lora/layer.py:251-254, applied
     as `lora_B(lora_A(dropout(x)))`, :1058): its output (d), saved by A's matmul in place of x, and its
-    mask. On CUDA dropout is the fused `native_dropout` (aten/src/ATen/native/Dropout.cpp
-    `is_fused_kernel_acceptable`), whose mask is bool, 1 B (cuda/Dropout.cu `native_dropout_cuda` →
-    `dropout_cuda<bool>`); elsewhere it is `input * noise` with the noise in the input dtype (measured,
-    torch 2.13 CPU: MulBackward0 saves a bf16 noise tensor)."""
-    return sum(input_widths) * (d + (1 if cuda else d))
+    mask (`activations.dropout_mask_bytes`: bool on CUDA, the noise in the input dtype elsewhere)."""
+    return sum(input_widths) * (d + dropout_mask_bytes(d, cuda))
 
 
 def kept_inputs(

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, TypedDict
 
-from .hf_defaults import HF_CONFIG_DEFAULTS
+from .hf_defaults import DROPOUT_KEYS, HF_CONFIG_DEFAULTS
 from .spec import ModelSpec
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = (
@@ -160,7 +160,24 @@ def _features(model_type: str, layers: int = 0, sliding_layers: int = 0) -> dict
 def _build(raw: Mapping[str, Any], model_type: str, reported_type: str) -> ModelSpec:
     cfg = _with_defaults(raw, model_type)
     builder = _BUILDERS.get(model_type, _build_llama_family)
-    return replace(builder(raw, cfg, model_type, reported_type), eos_token=_has_eos_token(cfg))
+    attention, hidden, embedding = (_dropout(cfg, model_type, f) for f in ("attention", "hidden", "embedding"))
+    spec = builder(raw, cfg, model_type, reported_type)
+    return replace(
+        spec,
+        eos_token=_has_eos_token(cfg),
+        attention_dropout=attention,
+        hidden_dropout=hidden,
+        embedding_dropout=embedding,
+    )
+
+
+def _dropout(cfg: Mapping[str, Any], model_type: str, where: str) -> float:
+    """A ModelSpec dropout field from the config key the model_type's modeling file applies (0: none)."""
+    key = DROPOUT_KEYS[model_type].get(f"{where}_dropout")
+    p = (cfg.get(key) if key else None) or 0.0
+    if isinstance(p, bool) or not isinstance(p, int | float) or not 0 <= p <= 1:
+        raise UnsupportedModelError(f"hf_config '{key}' must be a dropout probability in [0, 1], got {p!r}")
+    return float(p)
 
 
 def _has_eos_token(cfg: Mapping[str, Any]) -> bool:

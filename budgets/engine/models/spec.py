@@ -64,6 +64,10 @@ class ModelSpec:
     rope_by_cat: bool = False  # rope ends in torch.cat: the attention output's transpose is a copy
     mlp_input_freed: bool = False  # the normed MLP input dies at the first MLP projection: one hidden less
     attn_output_kept: bool = False  # the attention output stays alive through the MLP: one hidden more
+    # dropout probabilities the training forward applies (config keys per model_type: hf_defaults.DROPOUT_KEYS)
+    attention_dropout: float = 0.0  # on the attention probabilities
+    hidden_dropout: float = 0.0  # on each of a layer's two residual branches (attention and MLP outputs)
+    embedding_dropout: float = 0.0  # on the embedding output
 
     # --- derived sizes -------------------------------------------------------------------------
     @property
