@@ -1476,7 +1476,7 @@ def round7_cases() -> list[dict]:
 #     attention_dropout under SDPA in fp32, Phi-3 resid/embd/attention dropout with eager attention, and
 #     GPT-2 with full checkpointing. Shapes no earlier round used. Dropout cases state optimizer_impl
 #     foreach, so each case tests one mechanism. Measured and compared once before any tuning (HOLDOUT.md,
-#     "Round 8").
+#     "Round 8"), then tuned on: a tuning round now.
 
 R8_MIXTRAL = {  # 8 experts top-2 of width h, GQA 8q/2kv, untied 16k head, 2 layers: the experts dominate
     "model_type": "mixtral",
@@ -1616,19 +1616,26 @@ def round8_cases() -> list[dict]:
     ]  # fmt: skip
 
 
-# Rounds 4 and 5: each written as a hold-out, compared once (HOLDOUT.md: round 4 at engine 95b2199, round 5 at
-# 190bec8), then tuned on, so they are tuning rounds now. Rounds 6 and 7 are the hold-out: compared once each
-# (round 6 at engine ab06324, round 7 at the engine of 2026-12-01), never tuned on.
+# Rounds 4, 5 and 8: each written as a hold-out, compared once (HOLDOUT.md: round 4 at engine 95b2199, round 5
+# at 190bec8, round 8 at b6cb233), then tuned on, so they are tuning rounds now. Rounds 6 and 7 are the
+# hold-out: compared once each (round 6 at engine ab06324, round 7 at the engine of 2026-12-01), never tuned on.
 ROUND4_CASES: list[dict] = round4_cases()
 ROUND5_CASES: list[dict] = round5_cases()
 ROUND6_CASES: list[dict] = round6_cases()
 ROUND7_CASES: list[dict] = round7_cases()
 ROUND8_CASES: list[dict] = round8_cases()
-HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND7_CASES + ROUND8_CASES
+HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND7_CASES
 
-# the 17 first cases + the round-1 to round-5 hold-outs, each tuned on (or moved up) after its first comparison
+# the 17 first cases + the round-1 to round-5 and round-8 hold-outs, each tuned on (or moved up) after its first
+# comparison
 TUNING_CASES: list[dict] = (
-    CASES + HOLDOUT_ROUND1_CASES + HOLDOUT_ROUND2_CASES + HOLDOUT_ROUND3_CASES + ROUND4_CASES + ROUND5_CASES
+    CASES
+    + HOLDOUT_ROUND1_CASES
+    + HOLDOUT_ROUND2_CASES
+    + HOLDOUT_ROUND3_CASES
+    + ROUND4_CASES
+    + ROUND5_CASES
+    + ROUND8_CASES
 )
 CASES = TUNING_CASES + HOLDOUT_CASES
 HOLDOUT_IDS: frozenset[str] = frozenset(c["name"] for c in HOLDOUT_CASES)
