@@ -1616,15 +1616,185 @@ def round8_cases() -> list[dict]:
     ]  # fmt: skip
 
 
+# --- round 9 (hold-out): round 8's two mechanisms on models and paths round 8 did not use ------------------
+# Written 2026-12-01 after the engine was tuned on round 8, before any estimate of these cases was looked at:
+# 10 training cases on new shapes (h 320-384, 3 layers), each with the optimizer's implementation left to
+# torch or a config dropout, on paths round 8 did not run: dropout with qk-norm, a sliding window under SDPA,
+# Gemma-2 eager (soft-capping), GPT-2 eager, OPT SDPA with full checkpointing, GPT-NeoX and Phi-3 under SDPA,
+# Mixtral with SGD momentum; the for-loop default with full checkpointing (Llama) and with a shared-expert MoE
+# (Qwen2-MoE). Measured and compared once before any tuning (HOLDOUT.md, "Round 9").
+
+R9_BASE = {"num_hidden_layers": 3, "max_position_embeddings": 2048, "hidden_act": "silu"}
+R9_QWEN3 = {
+    **R9_BASE,
+    "model_type": "qwen3",
+    "hidden_size": 384,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "intermediate_size": 1024,
+    "vocab_size": 14000,
+    "tie_word_embeddings": True,
+    "use_sliding_window": False,
+    "attention_dropout": 0.1,
+}
+R9_MISTRAL_SWA = {
+    **R9_BASE,
+    "model_type": "mistral",
+    "hidden_size": 384,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 48,
+    "intermediate_size": 1024,
+    "vocab_size": 13000,
+    "sliding_window": 64,
+    "tie_word_embeddings": False,
+    "attention_dropout": 0.1,
+}
+R9_GEMMA2 = {
+    **R9_BASE,
+    "model_type": "gemma2",
+    "hidden_size": 320,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 80,
+    "intermediate_size": 960,
+    "vocab_size": 15000,
+    "sliding_window": 64,
+    "final_logit_softcapping": 30.0,
+    "attn_logit_softcapping": 50.0,
+    "hidden_activation": "gelu_pytorch_tanh",
+    "tie_word_embeddings": True,
+    "attention_dropout": 0.1,
+}
+R9_GPT2 = {"model_type": "gpt2", "n_layer": 3, "n_embd": 320, "n_head": 5, "vocab_size": 11000, "n_positions": 512}
+R9_OPT = {
+    "model_type": "opt",
+    "num_hidden_layers": 3,
+    "hidden_size": 320,
+    "num_attention_heads": 5,
+    "ffn_dim": 1280,
+    "word_embed_proj_dim": 320,
+    "vocab_size": 11000,
+    "max_position_embeddings": 1024,
+    "do_layer_norm_before": True,
+    "enable_bias": True,
+    "tie_word_embeddings": True,
+    "attention_dropout": 0.1,
+}
+R9_GPT_NEOX = {
+    "model_type": "gpt_neox",
+    "num_hidden_layers": 3,
+    "hidden_size": 320,
+    "num_attention_heads": 5,
+    "intermediate_size": 1280,
+    "vocab_size": 11000,
+    "max_position_embeddings": 1024,
+    "use_parallel_residual": True,
+    "hidden_act": "gelu",
+    "tie_word_embeddings": False,
+    "attention_dropout": 0.1,
+    "hidden_dropout": 0.1,
+}
+R9_PHI3 = {
+    **R9_BASE,
+    "model_type": "phi3",
+    "hidden_size": 320,
+    "num_attention_heads": 5,
+    "num_key_value_heads": 5,
+    "intermediate_size": 896,
+    "vocab_size": 11000,
+    "original_max_position_embeddings": 2048,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "pad_token_id": 0,
+    "resid_pdrop": 0.1,
+}
+R9_MIXTRAL = {
+    **R9_BASE,
+    "model_type": "mixtral",
+    "hidden_size": 320,
+    "num_attention_heads": 5,
+    "num_key_value_heads": 1,
+    "head_dim": 64,
+    "intermediate_size": 640,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+    "vocab_size": 12000,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "router_jitter_noise": 0.0,
+    "attention_dropout": 0.1,
+}
+R9_LLAMA = {
+    **R9_BASE,
+    "model_type": "llama",
+    "hidden_size": 384,
+    "num_attention_heads": 6,
+    "num_key_value_heads": 3,
+    "head_dim": 64,
+    "intermediate_size": 1152,
+    "vocab_size": 14000,
+    "tie_word_embeddings": False,
+    "attention_dropout": 0.0,
+}
+R9_QWEN2_MOE = {
+    **R9_BASE,
+    "model_type": "qwen2_moe",
+    "hidden_size": 320,
+    "num_attention_heads": 5,
+    "num_key_value_heads": 1,
+    "intermediate_size": 960,
+    "moe_intermediate_size": 192,
+    "shared_expert_intermediate_size": 640,
+    "num_experts": 6,
+    "num_experts_per_tok": 2,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "vocab_size": 12000,
+    "use_sliding_window": False,
+    "tie_word_embeddings": False,
+    "attention_dropout": 0.0,
+    "output_router_logits": False,
+}
+
+
+def round9_cases() -> list[dict]:
+    return [
+        train("r9-qwen3-train-adamw-default-attndropout-bf16-sdpa-b2", R9_QWEN3, precision="bf16", micro_batch=2,
+              seq=192, optimizer="adamw", ckpt="none", attention="sdpa", optimizer_impl=None),
+        train("r9-mistral-train-adamw-swa-attndropout-fp32-sdpa-b2", R9_MISTRAL_SWA, precision="fp32",
+              micro_batch=2, seq=256, optimizer="adamw", ckpt="none", attention="sdpa"),
+        train("r9-gemma2-train-adamw-attndropout-bf16-eager-b2", R9_GEMMA2, precision="bf16", micro_batch=2,
+              seq=192, optimizer="adamw", ckpt="none", attention="eager"),
+        train("r9-gpt2-train-adamw-dropout-fp32-eager-b3", R9_GPT2, precision="fp32", micro_batch=3, seq=160,
+              optimizer="adamw", ckpt="none", attention="eager"),
+        train("r9-opt-train-adamw-dropout-ckpt-bf16-sdpa-b3", R9_OPT, precision="bf16", micro_batch=3, seq=192,
+              optimizer="adamw", ckpt="full", attention="sdpa"),
+        train("r9-gptneox-train-adamw-dropout-fp32-sdpa-b2", R9_GPT_NEOX, precision="fp32", micro_batch=2, seq=224,
+              optimizer="adamw", ckpt="none", attention="sdpa"),
+        train("r9-phi3-train-adamw-residdropout-bf16-sdpa-b3", R9_PHI3, precision="bf16", micro_batch=3, seq=160,
+              optimizer="adamw", ckpt="none", attention="sdpa"),
+        train("r9-mixtral-train-sgdmomentum-default-attndropout-bf16-sdpa-b2", R9_MIXTRAL, precision="bf16",
+              micro_batch=2, seq=192, optimizer="sgd_momentum", ckpt="none", attention="sdpa", optimizer_impl=None),
+        train("r9-llama-train-adamw-default-ckpt-fp32-eager-b1", R9_LLAMA, precision="fp32", micro_batch=1, seq=128,
+              optimizer="adamw", ckpt="full", attention="eager", optimizer_impl=None),
+        train("r9-qwen2moe-train-adamw-default-bf16-sdpa-b1", R9_QWEN2_MOE, precision="bf16", micro_batch=1, seq=96,
+              optimizer="adamw", ckpt="none", attention="sdpa", optimizer_impl=None),
+    ]  # fmt: skip
+
+
 # Rounds 4, 5 and 8: each written as a hold-out, compared once (HOLDOUT.md: round 4 at engine 95b2199, round 5
-# at 190bec8, round 8 at b6cb233), then tuned on, so they are tuning rounds now. Rounds 6 and 7 are the
-# hold-out: compared once each (round 6 at engine ab06324, round 7 at the engine of 2026-12-01), never tuned on.
+# at 190bec8, round 8 at b6cb233), then tuned on, so they are tuning rounds now. Rounds 6, 7 and 9 are the
+# hold-out: compared once each (round 6 at engine ab06324, round 7 at the engine of 2026-12-01, round 9 after
+# round 8's tuning), never tuned on.
 ROUND4_CASES: list[dict] = round4_cases()
 ROUND5_CASES: list[dict] = round5_cases()
 ROUND6_CASES: list[dict] = round6_cases()
 ROUND7_CASES: list[dict] = round7_cases()
 ROUND8_CASES: list[dict] = round8_cases()
-HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND7_CASES
+ROUND9_CASES: list[dict] = round9_cases()
+HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND7_CASES + ROUND9_CASES
 
 # the 17 first cases + the round-1 to round-5 and round-8 hold-outs, each tuned on (or moved up) after its first
 # comparison

@@ -31,9 +31,10 @@ def test_holdout_and_tuning_sets_are_disjoint_and_cover_cases():
     assert sizes == (11, 11, 12, 126, 126, 11)
     assert tuning == original + round1 + round2 + round3 + round4 + round5 + round8
     assert len(set(tuning)) == 314
-    # rounds 6 and 7 hold-out: one run per path per model type on new configs, none shared with tuning
-    assert holdout == _names(cases.round6_cases()) + _names(cases.round7_cases())
-    assert len(set(holdout)) == len(holdout) == 56 + 56
+    # rounds 6 and 7 hold-out: one run per path per model type on new configs, none shared with tuning;
+    # round 9: round 8's mechanisms on new models and paths
+    assert holdout == _names(cases.round6_cases()) + _names(cases.round7_cases()) + _names(cases.round9_cases())
+    assert len(set(holdout)) == len(holdout) == 56 + 56 + 10
     assert not set(tuning) & set(holdout)
     assert _names(cases.CASES) == tuning + holdout
     assert all(cases.is_holdout(n) for n in holdout)
@@ -181,6 +182,7 @@ def test_report_shows_each_set_and_overall():
     assert "Round-6 hold-out: median |error|" in text
     assert "### Round-7 hold-out (56 cases" in text
     assert "Round-7 hold-out: median |error|" in text
+    assert "### Round-9 hold-out (10 cases" in text
     assert "- All cases: median |error|" in text
 
 
@@ -204,6 +206,19 @@ def test_round8_leaves_the_optimizer_to_torch_or_turns_dropouts_on():
 def test_rounds_1_to_7_state_the_foreach_optimizers_they_ran():
     earlier = cases.TUNING_CASES[: -len(cases.ROUND8_CASES)] + cases.ROUND6_CASES + cases.ROUND7_CASES
     assert {w["training"]["optimizer_impl"] for w in earlier if w["task"] == "training"} == {"foreach"}
+
+
+def test_round9_runs_round8s_mechanisms_on_models_no_earlier_round_used():
+    earlier = cases.TUNING_CASES + cases.ROUND6_CASES + cases.ROUND7_CASES
+    shapes = {json.dumps(w["model"]["hf_config"], sort_keys=True) for w in earlier}
+    for w in cases.ROUND9_CASES:
+        assert w["task"] == "training"
+        assert json.dumps(w["model"]["hf_config"], sort_keys=True) not in shapes
+        cfg, t = w["model"]["hf_config"], w["training"]
+        keys = ("attn_pdrop", "resid_pdrop", "embd_pdrop", "dropout", "attention_dropout", "hidden_dropout")
+        dropout = cfg["model_type"] in ("gpt2", "opt") or any(cfg.get(k) for k in keys)
+        assert dropout or "optimizer_impl" not in t  # each case runs at least one of the two mechanisms
+    assert len({w["model"]["hf_config"]["model_type"] for w in cases.ROUND9_CASES}) == 10
 
 
 @pytest.mark.parametrize(
