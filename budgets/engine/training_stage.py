@@ -514,7 +514,9 @@ def dropout_assumption(w: Workload) -> str:
         return "dropout: none (lit-gpt's layers run no dropout: SDPA with dropout_p=0.0, model.py:251)"
     keys = DROPOUT_KEYS.get(spec.model_type)
     if keys is None:
-        return "dropout: none (a given architecture carries no dropout settings)"
+        if spec.model_type == "custom":
+            return "dropout: none (a given architecture carries no dropout settings)"
+        return f"dropout: not read for model_type {spec.model_type!r}; budgeted as if no dropout runs"
     config = w.model.hf_config if w.model.hf_config is not None else load_presets()[w.model.preset or ""].config
     if spec.model_type == "gemma3":
         config = config.get("text_config") or {}

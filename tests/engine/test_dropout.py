@@ -68,6 +68,12 @@ def test_the_dropout_keys_each_model_type_applies_are_read(cfg: dict, expected: 
     assert (spec.attention_dropout, spec.hidden_dropout, spec.embedding_dropout) == expected
 
 
+def test_a_model_type_without_dropout_keys_reads_none() -> None:
+    from budgets.engine.models.hf_config import _dropout
+
+    assert _dropout({"attention_dropout": 0.1}, "some_future_type", "attention") == 0.0
+
+
 @pytest.mark.parametrize("bad", [1.5, -0.1, "0.1", True])
 def test_a_dropout_that_is_not_a_probability_is_refused(bad: Any) -> None:
     with pytest.raises(ValueError, match="'attn_pdrop' must be a dropout probability"):

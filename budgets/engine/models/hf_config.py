@@ -173,7 +173,7 @@ def _build(raw: Mapping[str, Any], model_type: str, reported_type: str) -> Model
 
 def _dropout(cfg: Mapping[str, Any], model_type: str, where: str) -> float:
     """A ModelSpec dropout field from the config key the model_type's modeling file applies (0: none)."""
-    key = DROPOUT_KEYS[model_type].get(f"{where}_dropout")
+    key = DROPOUT_KEYS.get(model_type, {}).get(f"{where}_dropout")
     p = (cfg.get(key) if key else None) or 0.0
     if isinstance(p, bool) or not isinstance(p, int | float) or not 0 <= p <= 1:
         raise UnsupportedModelError(f"hf_config '{key}' must be a dropout probability in [0, 1], got {p!r}")
