@@ -143,16 +143,41 @@ def storage_bytes(tensors) -> int:
     return sum(seen.values())
 
 
-def make_optimizer(name: str, params):
+# training.optimizer_impl -> torch.optim keyword arguments; absent (None): none, so torch picks its own
+# default for the parameters' device (torch/optim/optimizer.py `_default_to_fused_or_foreach`: the
+# for-loop on CPU)
+OPTIMIZER_IMPL_KWARGS: dict[str | None, dict[str, bool]] = {
+    "foreach": {"foreach": True},
+    "for_loop": {"foreach": False, "fused": False},
+    "fused": {"fused": True},
+    None: {},
+}
+
+
+def make_optimizer(name: str, params, impl: str | None = None):
     import torch
 
+    kwargs = OPTIMIZER_IMPL_KWARGS[impl]
     if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-4, foreach=True)
+        return torch.optim.AdamW(params, lr=1e-4, **kwargs)
     if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-3, foreach=True)
+        return torch.optim.SGD(params, lr=1e-3, **kwargs)
     if name == "sgd_momentum":
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True)
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, **kwargs)
     raise ValueError(f"optimizer {name!r} is not measured by this harness")
+
+
+def resolved_optimizer_impl(opt, params) -> str:
+    """The step implementation torch runs: the one asked for, else the device default it resolves
+    (`_default_to_fused_or_foreach`, as adam.py / sgd.py call it when neither flag is given)."""
+    from torch.optim.optimizer import _default_to_fused_or_foreach
+
+    if opt.defaults.get("fused"):
+        return "fused"
+    foreach = opt.defaults.get("foreach")
+    if foreach is None:
+        _, foreach = _default_to_fused_or_foreach(params, differentiable=False, use_fused=False)
+    return "foreach" if foreach else "for_loop"
 
 
 # --------------------------------------------------------------------------------------------
@@ -254,7 +279,8 @@ def run_case(w: dict) -> dict:
             B, T = tr["micro_batch_size"], tr["sequence_length"]
             input_ids = torch.randint(0, vocab, (B, T))
             tracer.snap("inputs", [input_ids])
-            opt = make_optimizer(tr.get("optimizer", "adamw"), params)
+            opt = make_optimizer(tr.get("optimizer", "adamw"), params, tr.get("optimizer_impl"))
+            info["optimizer_impl"] = resolved_optimizer_impl(opt, params)
             losses = []
             window = None
             for step in range(1, TRAIN_STEPS + 1):

@@ -38,7 +38,7 @@ from .models.parameters import ParameterCount, parameter_count
 from .models.spec import ModelSpec
 from .phases import StagePhases
 from .schema import Workload
-from .training_stage import training_stage
+from .training_stage import dropout_assumption, training_stage
 
 
 def estimate(workload: Workload, device_memory_bytes: int | None = None, device_name: str | None = None) -> Budget:
@@ -383,12 +383,25 @@ def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, 
             )
         )
         out.append(f"model states: {conv}; optimizer {w.training.optimizer}")
-        step_buffer = {
-            "foreach": "the foreach step allocates a parameter-sized buffer",
-            "fused": "the fused step allocates no parameter-sized buffer",
-            "for_loop": "the for-loop step allocates buffers the size of the largest parameter",
-        }[w.training.optimizer_impl]
+        device = w.runtime.device
+        impl = w.training.optimizer_impl or tr.default_optimizer_impl(device)
+        step_buffer = (
+            {
+                "foreach": "the foreach step allocates a parameter-sized buffer",
+                "fused": "the fused step allocates no parameter-sized buffer",
+                "for_loop": "the for-loop step allocates buffers the size of the largest parameter",
+            }[impl]
+            if w.training.optimizer == "adamw"
+            else f"the {w.training.optimizer} step runs {impl}"
+        )
+        if w.training.optimizer_impl is None:
+            step_buffer += (
+                f" (training.optimizer_impl not given: torch's default for device {device}, `foreach` only when"
+                " every parameter is on cuda (torch 2.13 optimizer.py `_default_to_fused_or_foreach`); the range"
+                " covers foreach, fused and for_loop)"
+            )
         out.append(f"gradients are freed by zero_grad(set_to_none=True) between steps; {step_buffer}")
+        out.append(dropout_assumption(w))
         if w.parallelism.pipeline > 1:
             out.append(f"pipeline 1F1B: the {stage_name} stage is the busiest")
     elif w.inference is not None:

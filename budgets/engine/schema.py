@@ -315,13 +315,14 @@ class TrainingSpec(_Section):
         description="chunks the output projection and cross-entropy run in, one chunk's fp32 upcast at a time:"
         " 1 = transformers' whole-logits ForCausalLMLoss; torchtune's CEWithChunkedOutputLoss uses 8",
     )
-    optimizer_impl: Literal["foreach", "fused", "for_loop"] = Field(
-        "foreach",
-        description="torch.optim's implementation of the step (AdamW): foreach, the default on CUDA (torch 2.13"
-        " torch/optim/optimizer.py:161-186 `_default_to_fused_or_foreach`), holds one parameter-sized"
-        " temporary (`_foreach_sqrt(exp_avg_sqs)`, adam.py:790); fused=True (`_fused_adamw_`, adam.py:877)"
-        " none; foreach=False (`_single_tensor_adam`) two copies of the largest tensor (`exp_avg_sq.sqrt() /"
-        " bias_correction2_sqrt`, adam.py:544); other optimizers keep their own step",
+    optimizer_impl: Literal["foreach", "fused", "for_loop"] | None = Field(
+        None,
+        description="torch.optim's implementation of the step (AdamW): foreach holds one parameter-sized"
+        " temporary (`_foreach_sqrt(exp_avg_sqs)`, torch 2.13 adam.py:790); fused=True (`_fused_adamw_`,"
+        " adam.py:877) none; foreach=False (`_single_tensor_adam`) two copies of the largest tensor"
+        " (`exp_avg_sq.sqrt() / bias_correction2_sqrt`, adam.py:544); other optimizers keep their own step."
+        " Default (null): as torch picks it for the device (optimizer.py:161-186 `_default_to_fused_or_foreach`:"
+        " foreach on cuda, the for-loop on cpu), the range covering the other two; the budget names it",
     )
     framework: TrainingFramework = Field(
         DEFAULT_TRAINING_FRAMEWORK,

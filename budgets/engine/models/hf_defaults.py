@@ -1,6 +1,9 @@
 """transformers 5.x config defaults per model_type: the values the configuration classes fill in when
 a key is absent from config.json (configuration_<model_type>.py). `eos_token_id` is absent where the class
-has none (qwen2, qwen2_moe, qwen3, qwen3_moe default to None in transformers 5.24.0)."""
+has none (qwen2, qwen2_moe, qwen3, qwen3_moe default to None in transformers 5.24.0). Dropout defaults are
+transformers 5.24.0's (configuration_gpt2.py:84-86 0.1 each, configuration_opt.py:61 `dropout` 0.1, every
+other dropout key 0.0: configuration_opt.py:62, gpt_neox:67-68, llama:81, mistral:80, mixtral:83, qwen2:77,
+qwen2_moe:94, qwen3:80, qwen3_moe:96, gemma:84, gemma2:85, gemma3:91, phi3:66-68)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "hidden_act": "silu",
         "max_position_embeddings": 2048,
+        "attention_dropout": 0.0,
     },
     "mistral": {
         "eos_token_id": 2,
@@ -30,6 +34,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "hidden_act": "silu",
         "max_position_embeddings": 4096 * 32,
+        "attention_dropout": 0.0,
     },
     "mixtral": {
         "eos_token_id": 2,
@@ -44,6 +49,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "hidden_act": "silu",
         "max_position_embeddings": 4096 * 32,
+        "attention_dropout": 0.0,
     },
     "qwen2": {
         "vocab_size": 151936,
@@ -55,6 +61,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "hidden_act": "silu",
         "max_position_embeddings": 32768,
+        "attention_dropout": 0.0,
     },
     "qwen2_moe": {
         "vocab_size": 151936,
@@ -71,6 +78,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "hidden_act": "silu",
         "max_position_embeddings": 32768,
+        "attention_dropout": 0.0,
     },
     "qwen3": {
         "vocab_size": 151936,
@@ -83,6 +91,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "hidden_act": "silu",
         "max_position_embeddings": 32768,
+        "attention_dropout": 0.0,
     },
     "qwen3_moe": {
         "vocab_size": 151936,
@@ -98,6 +107,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "hidden_act": "silu",
         "max_position_embeddings": 32768,
+        "attention_dropout": 0.0,
     },
     "gemma": {
         "eos_token_id": 1,
@@ -111,6 +121,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": True,
         "hidden_activation": "gelu_pytorch_tanh",
         "max_position_embeddings": 8192,
+        "attention_dropout": 0.0,
     },
     "gemma2": {
         "eos_token_id": 1,
@@ -125,6 +136,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "hidden_activation": "gelu_pytorch_tanh",
         "max_position_embeddings": 8192,
         "sliding_window": 4096,
+        "attention_dropout": 0.0,
     },
     "gemma3_text": {
         "eos_token_id": 1,
@@ -140,6 +152,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 131072,
         "sliding_window": 4096,
         "sliding_window_pattern": 6,
+        "attention_dropout": 0.0,
     },
     "phi3": {
         "eos_token_id": 32000,
@@ -151,6 +164,9 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "hidden_act": "silu",
         "max_position_embeddings": 4096,
+        "attention_dropout": 0.0,
+        "resid_pdrop": 0.0,
+        "embd_pdrop": 0.0,
     },
     "gpt2": {
         "eos_token_id": 50256,
@@ -161,6 +177,9 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "n_positions": 1024,
         "activation_function": "gelu_new",
         "tie_word_embeddings": True,
+        "attn_pdrop": 0.1,
+        "resid_pdrop": 0.1,
+        "embd_pdrop": 0.1,
     },
     "gpt_neox": {
         "eos_token_id": 2,
@@ -173,6 +192,8 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "attention_bias": True,
         "tie_word_embeddings": False,
         "max_position_embeddings": 2048,
+        "attention_dropout": 0.0,
+        "hidden_dropout": 0.0,
     },
     "opt": {
         "eos_token_id": 2,
@@ -186,6 +207,8 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "do_layer_norm_before": True,
         "activation_function": "relu",
         "tie_word_embeddings": True,
+        "attention_dropout": 0.0,
+        "dropout": 0.1,
     },
 }
 
@@ -412,3 +435,30 @@ MULTIMODAL_TEXT: dict[str, str] = {
 # configuration_gemma4.py:380; the others False: configuration_llama4.py:239, configuration_mllama.py:136,
 # configuration_qwen2_5_vl.py:190, configuration_qwen3_vl.py:140)
 WRAPPER_TIES_EMBEDDINGS: dict[str, bool] = {"mistral3": True, "gemma3": True, "gemma4": True}
+# ModelSpec dropout field -> the config key whose dropout each model_type's modeling file applies in training
+# (transformers 5.24.0). Attention probabilities: every family passes `dropout=<key> if self.training` to its
+# attention function (modeling_llama.py:216,264 and the same lines of each llama-style family; gpt2:110,219;
+# opt:111,175; gpt_neox:174,217). Residual branches, two per layer: gpt2 GPT2Attention.resid_dropout and
+# GPT2MLP.dropout (:111,226; :238,244), opt OPTDecoderLayer's two `dropout`s (:194,228,248), gpt_neox
+# post_attention_dropout / post_mlp_dropout (:234-235,258,262), phi3 resid_attn_dropout / resid_mlp_dropout
+# (:286-287,312,317). Embeddings: gpt2 GPT2Model.drop (:494), gpt_neox emb_dropout with hidden_dropout
+# (:299,344). Read but applied by no module: phi3 `embd_pdrop` (Phi3Model has no embedding dropout), opt
+# OPTDecoder.dropout (:286, unused in its forward).
+_ATTENTION_ONLY = {"attention_dropout": "attention_dropout"}
+DROPOUT_KEYS: dict[str, dict[str, str]] = {
+    **dict.fromkeys(
+        ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text"),
+        _ATTENTION_ONLY,
+    ),
+    "gemma3": _ATTENTION_ONLY,  # the text config's key (gemma3_text)
+    "phi3": {"attention_dropout": "attention_dropout", "hidden_dropout": "resid_pdrop"},
+    "gpt2": {"attention_dropout": "attn_pdrop", "hidden_dropout": "resid_pdrop", "embedding_dropout": "embd_pdrop"},
+    "gpt_neox": {
+        "attention_dropout": "attention_dropout",
+        "hidden_dropout": "hidden_dropout",
+        "embedding_dropout": "hidden_dropout",
+    },
+    "opt": {"attention_dropout": "attention_dropout", "hidden_dropout": "dropout"},
+}
+# config keys a model_type's configuration class has that no module applies (named in the budget as read)
+UNAPPLIED_DROPOUT_KEYS: dict[str, tuple[str, ...]] = {"phi3": ("embd_pdrop",)}

@@ -78,6 +78,12 @@ class ModelSpec:
     # the checkpoint's tensors by kind (layered models): what quantization configs price; not part of identity
     weight_groups: tuple[WeightGroup, ...] = field(default=(), compare=False, hash=False, repr=False)
     layer_model: str = ""  # how the layers were read ("generic" for a model_type the adapter has no rules for)
+    # dropout probabilities the training forward applies (config keys per model_type: hf_defaults.DROPOUT_KEYS)
+    attention_dropout: float = 0.0  # on the attention probabilities
+    hidden_dropout: float = 0.0  # on each of a layer's two residual branches (attention and MLP outputs)
+    embedding_dropout: float = 0.0  # on the embedding output
+    # the dropout keys the adapter read, their values and where each came from ("" when none were read)
+    dropout_read: str = field(default="", compare=False, hash=False, repr=False)
 
     # --- derived sizes -------------------------------------------------------------------------
     @property
