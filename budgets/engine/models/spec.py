@@ -4,6 +4,7 @@ for a directly given architecture. Counts are plain integers (not bytes)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 from .layers import LayerRun, Mixer, Mlp
@@ -131,6 +132,7 @@ class ModelSpec:
         return any(run.params for run in self.layer_runs)
 
 
+@lru_cache(maxsize=1024)
 def _flat_runs(spec: ModelSpec) -> tuple[LayerRun, ...]:
     mixer = Mixer("full", spec.num_attention_heads, spec.num_kv_heads, spec.head_dim)
     if spec.is_moe:
