@@ -752,4 +752,11 @@ def _spec(
         layer_runs=runs,
         weight_groups=groups,
         layer_model=rules.name,
+        # the attention layers' `attention_dropout` (their modeling files pass it to the attention call in
+        # training); recurrent layers apply none
+        attention_dropout=r.number("attention_dropout", 0.0),
+        dropout_read=(
+            f"attention_dropout {r.number('attention_dropout', 0.0):g} (attention probabilities;"
+            f" {'config' if r.has('attention_dropout') else 'default 0'}); other dropouts not read"
+        ),
     )
