@@ -327,3 +327,17 @@ def test_a_hybrid_raises_the_attention_block_until_a_page_holds_a_state() -> Non
     assert cache.page_bytes_per_token == 48 * 1024
     one = cache.request_bytes(262_144)
     assert one == 12 * math.ceil(262_144 / 544) * 544 * 1024 + 36 * 544 * 1024
+
+
+CLASS_DEFAULTS = {p.stem: json.loads(p.read_text()) for p in sorted((DATA.parent / "hf_class_defaults").glob("*.json"))}
+
+
+@pytest.mark.parametrize("model_type", sorted(CLASS_DEFAULTS))
+def test_families_without_a_collected_config_equal_transformers_on_their_class_defaults(model_type: str) -> None:
+    """granitemoehybrid, falcon_h1 and cohere: no verbatim config.json of a published checkpoint was found, so the
+    configuration class's own defaults (dumped with transformers 5.24.0) stand in, with its meta-device count."""
+    record = CLASS_DEFAULTS[model_type]
+    spec = from_hf_config(record["config"])
+    assert parameter_count(spec).total == record["transformers"]["parameter_count"]
+    w = Workload.model_validate({"task": "inference", "model": {"hf_config": record["config"]}})
+    assert estimate(w, device_memory_bytes=int(139.81 * GIB)).per_device.total_bytes > 0
