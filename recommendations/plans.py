@@ -72,6 +72,7 @@ class ConfigurationView:
         return (
             self.usable_bytes,
             self.accelerator_name,
+            self.compute_capability,
             self.device_count,
             self.nvlink_domain_size,
             self.host_ram_bytes,
@@ -81,6 +82,12 @@ class ConfigurationView:
             self.nvlink_bandwidth_gbps,
             self.max_devices_per_node,
         )
+
+    @property
+    def compute_capability(self) -> tuple[int, int] | None:
+        """The catalog's compute capability of the accelerator (what the engine's architecture terms read)."""
+        cc = self.facts.compute_capability
+        return cc.pair if cc is not None else None
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -239,7 +246,7 @@ class Evaluator:
 
     def __init__(self, workload: Workload) -> None:
         self.workload = workload
-        self._cache: dict[tuple[int, str | None, Plan], PlanBudget] = {}
+        self._cache: dict[tuple[int, str | None, tuple[int, int] | None, Plan], PlanBudget] = {}
         self._memo: dict[tuple[Any, ...], Any] = {}
         self._model_weights = model_weight_bytes(workload)
 
@@ -262,16 +269,20 @@ class Evaluator:
         """What ``memo`` computed for ``key``, or None."""
         return self._memo.get(key)
 
-    def evaluate(self, plan: Plan, usable_bytes: int, device_name: str | None) -> PlanBudget:
-        key = (usable_bytes, device_name, plan)
+    def evaluate(
+        self, plan: Plan, usable_bytes: int, device_name: str | None, compute_capability: tuple[int, int] | None = None
+    ) -> PlanBudget:
+        key = (usable_bytes, device_name, compute_capability, plan)
         found = self._cache.get(key)
         if found is None:
-            found = self._cache[key] = self._budget(plan, usable_bytes, device_name)
+            found = self._cache[key] = self._budget(plan, usable_bytes, device_name, compute_capability)
         return found
 
-    def _budget(self, plan: Plan, usable_bytes: int, device_name: str | None) -> PlanBudget:
+    def _budget(
+        self, plan: Plan, usable_bytes: int, device_name: str | None, compute_capability: tuple[int, int] | None
+    ) -> PlanBudget:
         workload = plan_workload(self.workload, plan)
-        budget = estimate(workload, device_memory_bytes=usable_bytes, device_name=device_name)
+        budget = estimate(workload, usable_bytes, device_name, compute_capability)
         share = _pool_share(workload, usable_bytes)
         per_device = budget.per_device
         return PlanBudget(

@@ -421,7 +421,7 @@ def _search_plans(
     skipped: list[tuple[int, Plan]] = []
 
     def assessed(plan: Plan) -> PlanAssessment:
-        pb = evaluator.evaluate(plan, usable, view.accelerator_name)
+        pb = evaluator.evaluate(plan, usable, view.accelerator_name, view.compute_capability)
         return assess_plan(workload, view, pb, usable, corrections)
 
     # the candidates read only the node's device count and NVLink domain (and the workload)

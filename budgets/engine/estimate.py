@@ -41,13 +41,20 @@ from .schema import Workload
 from .training_stage import dropout_assumption, training_stage
 
 
-def estimate(workload: Workload, device_memory_bytes: int | None = None, device_name: str | None = None) -> Budget:
+def estimate(
+    workload: Workload,
+    device_memory_bytes: int | None = None,
+    device_name: str | None = None,
+    compute_capability: tuple[int, int] | None = None,
+) -> Budget:
     """Budget the busiest device of a validated workload.
 
     `device_memory_bytes` (the device's memory as cudaMemGetInfo reports it, T) lets the vLLM engine size
     its KV pool, report the concurrency it holds and whether it starts; without it the budget reports the
     KV cache the workload needs. `device_name` (e.g. "NVIDIA A100-SXM4-80GB") picks vLLM's defaults for
-    the GPU class (A100s get the small-GPU scheduler defaults from vLLM 0.10).
+    the GPU class (A100s get the small-GPU scheduler defaults from vLLM 0.10: vLLM's own rule reads the name).
+    `compute_capability` (the catalog's fact) decides the architecture-dependent terms (CUDA context, cuBLAS
+    workspaces, vLLM's MXFP4 kernel layout); without it the architecture is read from the name.
     """
     w = workload
     if w.task == "custom":
@@ -58,9 +65,10 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None, device_
     par = w.parallelism
     device = w.runtime.device
     training = w.task == "training"
-    runtime_r, runtime_note = rt.cuda_context(device, w.runtime.cuda_version_tuple, device_name)
+    cc = compute_capability
+    runtime_r, runtime_note = rt.cuda_context(device, w.runtime.cuda_version_tuple, device_name, cc)
     data = par.data if training else 1
-    ws_base = ws.cublas(device, device_name) + ws.nccl(device, par.tensor, par.pipeline, data)
+    ws_base = ws.cublas(device, device_name, cc) + ws.nccl(device, par.tensor, par.pipeline, data)
     ws_base = ws_base + ws.attention_backend(device, w.runtime.attention)
     stages = parallel.stages(
         spec,
@@ -74,7 +82,7 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None, device_
     best: tuple[_Peaks, str] | None = None
     plans: list[ServingPlan] = []
     for stage in stages:
-        st = _stage_phases(w, spec, stage, pc, total_params, device_memory_bytes, device_name)
+        st = _stage_phases(w, spec, stage, pc, total_params, device_memory_bytes, device_name, cc)
         if st.serving is not None:
             plans.append(st.serving)
         peaks = _device_peaks(w, st, runtime_r, ws_base)
@@ -82,7 +90,7 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None, device_
             best = (peaks, stage.name)
     assert best is not None
     peaks, stage_name = best
-    db = peaks.budget(_notes(w, peaks.stage, runtime_note, device_name))
+    db = peaks.budget(_notes(w, peaks.stage, runtime_note, device_name, cc))
     serving = vllm.tightest(plans) if plans else None
     assumptions = _assumptions(w, stage_name, total_params)
     if serving is not None and w.inference is not None:
@@ -143,6 +151,7 @@ def _stage_phases(
     total_params: int,
     device_memory_bytes: int | None,
     device_name: str | None,
+    compute_capability: tuple[int, int] | None = None,
 ) -> StagePhases:
     """One stage's phases: the training step, or the inference engine over the stage's weights."""
     layer_p, emb_p, head_p = parallel.stage_parameters(spec, pc, stage, w.model.parameter_count if w.model else None)
@@ -167,7 +176,7 @@ def _stage_phases(
     weights = Range.exact(wb)
     if spec.layer_model == "generic":
         weights = Range.spread(wb, 1 - GENERIC_WEIGHTS_BAND, 1 + GENERIC_WEIGHTS_BAND)
-    st = inference_stage(w, stage, weights, device_memory_bytes, device_name)
+    st = inference_stage(w, stage, weights, device_memory_bytes, device_name, compute_capability)
     st.notes.setdefault("weights", w_note)
     return st
 
@@ -252,7 +261,13 @@ def _phase_peaks(
     return phases, comp_max, best_name, best_bytes, best_low, best_high
 
 
-def _notes(w: Workload, st: StagePhases, runtime_note: str, device_name: str | None) -> dict[str, str]:
+def _notes(
+    w: Workload,
+    st: StagePhases,
+    runtime_note: str,
+    device_name: str | None,
+    compute_capability: tuple[int, int] | None = None,
+) -> dict[str, str]:
     """The stage's notes, with the defaults for the components it did not describe."""
     device = w.runtime.device
     notes = dict(st.notes)
@@ -273,7 +288,7 @@ def _notes(w: Workload, st: StagePhases, runtime_note: str, device_name: str | N
     # the library workspaces are in every stage's workspace; a stage's note adds what else it holds
     par = w.parallelism
     data = par.data if w.task == "training" else 1
-    library = ws.library_note(device, device_name, par.tensor, par.pipeline, data)
+    library = ws.library_note(device, device_name, par.tensor, par.pipeline, data, compute_capability)
     notes["workspace"] = library + (f"; {st.notes['workspace']}" if "workspace" in st.notes else "")
     notes.setdefault("kv_cache", "no KV cache (training forward runs with use_cache=False)")
     notes.setdefault("gradients", "inference: no gradients")

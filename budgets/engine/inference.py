@@ -28,12 +28,17 @@ VLLM_CUDA_GRAPHS = Range(0, vllm.CUDA_GRAPH_ESTIMATE_BYTES, vllm.CUDA_GRAPH_HIGH
 
 
 def inference_stage(
-    w: Workload, stage: parallel.Stage, weights: Range, device_memory_bytes: int | None, device_name: str | None
+    w: Workload,
+    stage: parallel.Stage,
+    weights: Range,
+    device_memory_bytes: int | None,
+    device_name: str | None,
+    compute_capability: tuple[int, int] | None = None,
 ) -> StagePhases:
     """The stage's phases under the workload's serving engine."""
     assert w.inference is not None
     if engine(w.inference.engine).preallocated_pool:
-        return vllm_stage(w, stage, weights, device_memory_bytes, device_name)
+        return vllm_stage(w, stage, weights, device_memory_bytes, device_name, compute_capability)
     return generate_stage(w, stage, weights)
 
 
@@ -220,6 +225,7 @@ def vllm_stage(
     weights: Range,
     device_memory_bytes: int | None,
     device_name: str | None,
+    compute_capability: tuple[int, int] | None = None,
 ) -> StagePhases:
     """vLLM: weights + the profile run's peak + the KV pool it sizes from T (budgets/engine/vllm.py)."""
     assert w.inference is not None
@@ -236,7 +242,8 @@ def vllm_stage(
     per_tok = cache.page_bytes_per_token
     needed = cache.request_bytes(longest) * b
     weights = weights + Range.exact(vllm.rotary_cache_bytes(spec, d))
-    marlin = vllm.mxfp4_marlin_padding_bytes(spec, stage.tensor) if w.precision.weights == "mxfp4" else 0
+    mxfp4 = w.precision.weights == "mxfp4"
+    marlin = vllm.mxfp4_padding_bytes(spec, stage.tensor, compute_capability) if mxfp4 else 0
     weights = weights + Range(0, marlin, marlin)
     forward, sampler = vllm.profile_activations(spec, stage.tensor, batched, seqs, d, stage.holds_head, version)
     activations = Range.spread(max(forward, sampler), *ACTIVATION_BAND_CUDA)
@@ -286,8 +293,8 @@ def vllm_stage(
     out.notes["workspace"] = "CUDA graphs (captured after the KV cache); non-torch growth (lazily loaded modules)"
     if marlin:
         out.notes["weights"] = (
-            f"MXFP4 experts in vLLM's Marlin layout (intermediate padded to {vllm.MXFP4_MARLIN_INTERMEDIATE}, hidden to"
-            f" {vllm.MXFP4_MARLIN_HIDDEN}): +{marlin:,} B over the checkpoint; the low end is the Triton layout"
+            f"MXFP4 experts in vLLM's {vllm.mxfp4_layout(compute_capability)} layout: +{marlin:,} B over the"
+            " checkpoint; the low end is the Triton kernels' (no padding)"
         )
     out.transient_for_fragmentation = activations.bytes
     out.live_tensors = param_tensors(spec, stage.layers, fused_experts=True)

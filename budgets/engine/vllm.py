@@ -338,16 +338,28 @@ class CacheLayout:
 # blog.huikang.dev 2025-12-28, 0.11.2) — the Marlin layout, so the expected figure; Triton's is the low end
 MXFP4_MARLIN_INTERMEDIATE = 128
 MXFP4_MARLIN_HIDDEN = 256
+MXFP4_FLASHINFER = 256  # compute capability 10 (SM100 FlashInfer): both widths to a multiple of 256 (:185-227)
 MXFP4_BYTES_PER_ELEMENT = 0.5 + 1 / 32  # two fp4 codes per byte + an e8m0 scale per 32
 
 
-def mxfp4_marlin_padding_bytes(spec: ModelSpec, tensor: int) -> int:
-    """What Marlin's padding adds to a rank's MXFP4 expert weights (gate_up, down, and their biases)."""
+def mxfp4_layout(compute_capability: tuple[int, int] | None) -> str:
+    """The kernel whose layout vLLM keeps MXFP4 experts in: FlashInfer on compute capability 10, Marlin below
+    (the Triton kernels, without padding, only when `triton_kernels` is installed: the low end)."""
+    if compute_capability is not None and compute_capability[0] == 10:
+        return f"FlashInfer (both widths padded to {MXFP4_FLASHINFER})"
+    return f"Marlin (intermediate padded to {MXFP4_MARLIN_INTERMEDIATE}, hidden to {MXFP4_MARLIN_HIDDEN})"
+
+
+def mxfp4_padding_bytes(spec: ModelSpec, tensor: int, compute_capability: tuple[int, int] | None = None) -> int:
+    """What the kernel's padding adds to a rank's MXFP4 expert weights (gate_up, down, and their biases)."""
     if not spec.is_moe:
         return 0
+    flashinfer = compute_capability is not None and compute_capability[0] == 10
+    multiple_i = MXFP4_FLASHINFER if flashinfer else MXFP4_MARLIN_INTERMEDIATE
+    multiple_h = MXFP4_FLASHINFER if flashinfer else MXFP4_MARLIN_HIDDEN
     h, inter = spec.hidden_size, math.ceil(spec.expert_intermediate_size / tensor)
-    inter_p = -(-inter // MXFP4_MARLIN_INTERMEDIATE) * MXFP4_MARLIN_INTERMEDIATE
-    h_p = -(-h // MXFP4_MARLIN_HIDDEN) * MXFP4_MARLIN_HIDDEN
+    inter_p = -(-inter // multiple_i) * multiple_i
+    h_p = -(-h // multiple_h) * multiple_h
     matrices = (3 * inter_p * h_p - 3 * inter * h) * MXFP4_BYTES_PER_ELEMENT
     biased = any(g.name.endswith("experts.bias") for g in spec.weight_groups)
     biases = (2 * (inter_p - inter) + (h_p - h)) * 2 if biased else 0  # bf16 gate_up and down biases

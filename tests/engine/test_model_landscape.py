@@ -341,3 +341,22 @@ def test_families_without_a_collected_config_equal_transformers_on_their_class_d
     assert parameter_count(spec).total == record["transformers"]["parameter_count"]
     w = Workload.model_validate({"task": "inference", "model": {"hf_config": record["config"]}})
     assert estimate(w, device_memory_bytes=int(139.81 * GIB)).per_device.total_bytes > 0
+
+
+def test_the_architecture_comes_from_the_catalogs_compute_capability_not_the_name() -> None:
+    """A name the patterns do not know, with the catalog's compute capability: the Hopper context and cuBLAS
+    workspaces apply; and on compute capability 10 vLLM keeps MXFP4 experts in FlashInfer's layout."""
+    w = Workload.model_validate(
+        {"task": "inference", "model": {"preset": "llama-3.1-8b"}, "inference": {"engine": "transformers"}}
+    )
+    by_name = estimate(w, device_name="Acme Accelerator 9000")
+    by_fact = estimate(w, device_name="Acme Accelerator 9000", compute_capability=(9, 0))
+    assert "hopper" not in by_name.per_device.component("runtime").note
+    assert "hopper" in by_fact.per_device.component("runtime").note
+    config = RECORDS["gpt-oss-120b"]["config"]
+    oss = Workload.model_validate({"task": "inference", "model": {"hf_config": config}})
+    b200 = estimate(oss, device_memory_bytes=int(178 * GIB), compute_capability=(10, 0))
+    h100 = estimate(oss, device_memory_bytes=int(79.18 * GIB), compute_capability=(9, 0))
+    assert "FlashInfer" in b200.per_device.component("weights").note
+    assert "Marlin" in h100.per_device.component("weights").note
+    assert b200.per_device.component("weights").bytes > h100.per_device.component("weights").bytes
