@@ -1479,23 +1479,11 @@ def round7_cases() -> list[dict]:
 #     "Round 8"), then tuned on: a tuning round now.
 
 R8_MIXTRAL = {  # 8 experts top-2 of width h, GQA 8q/2kv, untied 16k head, 2 layers: the experts dominate
-    "model_type": "mixtral",
+    **MIXTRAL,
     "num_hidden_layers": 2,
     "hidden_size": 512,
     "num_attention_heads": 8,
-    "num_key_value_heads": 2,
-    "head_dim": 64,
     "intermediate_size": 512,
-    "num_local_experts": 8,
-    "num_experts_per_tok": 2,
-    "vocab_size": 16000,
-    "max_position_embeddings": 4096,
-    "sliding_window": None,
-    "tie_word_embeddings": False,
-    "attention_dropout": 0.0,
-    "router_jitter_noise": 0.0,
-    "output_router_logits": False,
-    "hidden_act": "silu",
 }
 
 R8_QWEN2 = {  # qkv biases, GQA 6q/2kv, untied 20k head, 3 layers

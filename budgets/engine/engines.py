@@ -39,6 +39,20 @@ class ServingEngine:
         return self.utilization(version or self.default_version or "")
 
 
+def _generate_engine(name: str, label: str, default_layout: KvCacheLayout) -> ServingEngine:
+    """An engine that runs `generate` over a cache of any layout, without a pool of its own."""
+    return ServingEngine(
+        name=name,
+        label=label,
+        default_layout=default_layout,
+        layouts=("paged", "contiguous", "dynamic"),
+        preallocated_pool=False,
+        need_view="device_used",
+        default_version=None,
+        utilization=lambda _version: PLAIN_UTILIZATION,
+    )
+
+
 ENGINES: dict[str, ServingEngine] = {
     "vllm": ServingEngine(
         name="vllm",
@@ -50,26 +64,9 @@ ENGINES: dict[str, ServingEngine] = {
         default_version=vllm.DEFAULT_VLLM_VERSION,
         utilization=vllm.default_gpu_memory_utilization,
     ),
-    "transformers": ServingEngine(
-        name="transformers",
-        label="transformers",
-        default_layout="dynamic",
-        layouts=("paged", "contiguous", "dynamic"),
-        preallocated_pool=False,
-        need_view="device_used",
-        default_version=None,  # the transformers profiles pick their own default (profiles/transformers.py)
-        utilization=lambda _version: PLAIN_UTILIZATION,
-    ),
-    "generic": ServingEngine(
-        name="generic",
-        label="the generic engine",
-        default_layout="contiguous",
-        layouts=("paged", "contiguous", "dynamic"),
-        preallocated_pool=False,
-        need_view="device_used",
-        default_version=None,
-        utilization=lambda _version: PLAIN_UTILIZATION,
-    ),
+    # the transformers profiles pick their own default release (profiles/transformers.py)
+    "transformers": _generate_engine("transformers", "transformers", "dynamic"),
+    "generic": _generate_engine("generic", "the generic engine", "contiguous"),
 }
 
 

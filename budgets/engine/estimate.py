@@ -31,6 +31,7 @@ from .components import training as tr
 from .components import workspace as ws
 from .components.weights import weight_bytes
 from .custom import custom_budget
+from .device import Device
 from .dtypes import nbytes
 from .engines import engine
 from .inference import inference_stage
@@ -65,10 +66,10 @@ def estimate(
     par = w.parallelism
     device = w.runtime.device
     training = w.task == "training"
-    cc = compute_capability
-    runtime_r, runtime_note = rt.cuda_context(device, w.runtime.cuda_version_tuple, device_name, cc)
+    gpu = Device(device_memory_bytes, device_name, compute_capability)
+    runtime_r, runtime_note = rt.cuda_context(device, w.runtime.cuda_version_tuple, device_name, compute_capability)
     data = par.data if training else 1
-    ws_base = ws.cublas(device, device_name, cc) + ws.nccl(device, par.tensor, par.pipeline, data)
+    ws_base = ws.cublas(device, device_name, compute_capability) + ws.nccl(device, par.tensor, par.pipeline, data)
     ws_base = ws_base + ws.attention_backend(device, w.runtime.attention)
     stages = parallel.stages(
         spec,
@@ -82,7 +83,7 @@ def estimate(
     best: tuple[_Peaks, str] | None = None
     plans: list[ServingPlan] = []
     for stage in stages:
-        st = _stage_phases(w, spec, stage, pc, total_params, device_memory_bytes, device_name, cc)
+        st = _stage_phases(w, spec, stage, pc, total_params, gpu)
         if st.serving is not None:
             plans.append(st.serving)
         peaks = _device_peaks(w, st, runtime_r, ws_base)
@@ -90,7 +91,7 @@ def estimate(
             best = (peaks, stage.name)
     assert best is not None
     peaks, stage_name = best
-    db = peaks.budget(_notes(w, peaks.stage, runtime_note, device_name, cc))
+    db = peaks.budget(_notes(w, peaks.stage, runtime_note, gpu))
     serving = vllm.tightest(plans) if plans else None
     assumptions = _assumptions(w, stage_name, total_params)
     if serving is not None and w.inference is not None:
@@ -149,9 +150,7 @@ def _stage_phases(
     stage: parallel.Stage,
     pc: ParameterCount,
     total_params: int,
-    device_memory_bytes: int | None,
-    device_name: str | None,
-    compute_capability: tuple[int, int] | None = None,
+    gpu: Device,
 ) -> StagePhases:
     """One stage's phases: the training step, or the inference engine over the stage's weights."""
     layer_p, emb_p, head_p = parallel.stage_parameters(spec, pc, stage, w.model.parameter_count if w.model else None)
@@ -176,7 +175,7 @@ def _stage_phases(
     weights = Range.exact(wb)
     if spec.layer_model == "generic":
         weights = Range.spread(wb, 1 - GENERIC_WEIGHTS_BAND, 1 + GENERIC_WEIGHTS_BAND)
-    st = inference_stage(w, stage, weights, device_memory_bytes, device_name, compute_capability)
+    st = inference_stage(w, stage, weights, gpu)
     st.notes.setdefault("weights", w_note)
     return st
 
@@ -265,8 +264,7 @@ def _notes(
     w: Workload,
     st: StagePhases,
     runtime_note: str,
-    device_name: str | None,
-    compute_capability: tuple[int, int] | None = None,
+    gpu: Device,
 ) -> dict[str, str]:
     """The stage's notes, with the defaults for the components it did not describe."""
     device = w.runtime.device
@@ -288,7 +286,7 @@ def _notes(
     # the library workspaces are in every stage's workspace; a stage's note adds what else it holds
     par = w.parallelism
     data = par.data if w.task == "training" else 1
-    library = ws.library_note(device, device_name, par.tensor, par.pipeline, data, compute_capability)
+    library = ws.library_note(device, gpu.name, par.tensor, par.pipeline, data, gpu.compute_capability)
     notes["workspace"] = library + (f"; {st.notes['workspace']}" if "workspace" in st.notes else "")
     notes.setdefault("kv_cache", "no KV cache (training forward runs with use_cache=False)")
     notes.setdefault("gradients", "inference: no gradients")

@@ -15,6 +15,7 @@ from . import parallel, profiles, vllm
 from .budget import Range
 from .components import activations as act
 from .components import kv_cache as kv
+from .device import Device
 from .dtypes import nbytes
 from .engines import engine
 from .models.spec import ModelSpec
@@ -27,18 +28,11 @@ GIB = 2**30
 VLLM_CUDA_GRAPHS = Range(0, vllm.CUDA_GRAPH_ESTIMATE_BYTES, vllm.CUDA_GRAPH_HIGH_BYTES)
 
 
-def inference_stage(
-    w: Workload,
-    stage: parallel.Stage,
-    weights: Range,
-    device_memory_bytes: int | None,
-    device_name: str | None,
-    compute_capability: tuple[int, int] | None = None,
-) -> StagePhases:
+def inference_stage(w: Workload, stage: parallel.Stage, weights: Range, device: Device) -> StagePhases:
     """The stage's phases under the workload's serving engine."""
     assert w.inference is not None
     if engine(w.inference.engine).preallocated_pool:
-        return vllm_stage(w, stage, weights, device_memory_bytes, device_name, compute_capability)
+        return vllm_stage(w, stage, weights, device)
     return generate_stage(w, stage, weights)
 
 
@@ -219,16 +213,10 @@ def _decode_activations(
 # --- vLLM ---------------------------------------------------------------------------------------
 
 
-def vllm_stage(
-    w: Workload,
-    stage: parallel.Stage,
-    weights: Range,
-    device_memory_bytes: int | None,
-    device_name: str | None,
-    compute_capability: tuple[int, int] | None = None,
-) -> StagePhases:
+def vllm_stage(w: Workload, stage: parallel.Stage, weights: Range, device: Device) -> StagePhases:
     """vLLM: weights + the profile run's peak + the KV pool it sizes from T (budgets/engine/vllm.py)."""
     assert w.inference is not None
+    device_memory_bytes, compute_capability = device.memory_bytes, device.compute_capability
     spec, inf = w.spec, w.inference
     assert inf.max_model_len is not None
     d = nbytes(w.precision.compute or "bf16")
@@ -236,7 +224,7 @@ def vllm_stage(
     version = w.runtime.engine_version or vllm.DEFAULT_VLLM_VERSION
     util = inf.gpu_memory_utilization or vllm.default_gpu_memory_utilization(version)
     b, longest, block = inf.concurrent_sessions, inf.max_request_tokens, inf.kv_block_tokens
-    batched, seqs = vllm.scheduler_defaults(version, device_memory_bytes, device_name, inf.max_model_len)
+    batched, seqs = vllm.scheduler_defaults(version, device_memory_bytes, device.name, inf.max_model_len)
     batched, seqs = inf.max_num_batched_tokens or batched, inf.max_num_seqs or seqs
     cache = vllm.CacheLayout(spec, stage.tensor, stage.first_layer, stage.layers, kv_prec, block, batched)
     per_tok = cache.page_bytes_per_token

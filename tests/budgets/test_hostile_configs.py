@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from budgets.engine.models.presets import load_presets
 from tests.documents import with_value
 
 pytestmark = pytest.mark.django_db
@@ -38,27 +39,11 @@ QWEN2_MOE = {
     "num_experts_per_tok": 2,
     "vocab_size": 1000,
 }
-GEMMA3 = {
-    "model_type": "gemma3_text",
-    "hidden_size": 256,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 1,
-    "head_dim": 64,
-    "intermediate_size": 512,
-    "vocab_size": 1000,
-    "sliding_window": 512,
-}
-GPT2 = {"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 4, "n_positions": 512, "vocab_size": 1000}
-PHI3 = {
-    "model_type": "phi3",
-    "hidden_size": 256,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "intermediate_size": 512,
-    "vocab_size": 1000,
-}
-MISTRAL = {**PHI3, "model_type": "mistral", "num_key_value_heads": 2}
+PRESETS = load_presets()
+GEMMA3 = dict(PRESETS["gemma-3-1b"].config)  # gemma3_text
+GPT2 = dict(PRESETS["gpt2"].config)
+PHI3 = dict(PRESETS["phi-3-mini-4k"].config)
+MISTRAL = dict(PRESETS["mistral-7b-v0.1"].config)
 
 
 def _finite(config: dict[str, Any]) -> dict[str, Any]:

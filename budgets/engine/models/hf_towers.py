@@ -144,16 +144,15 @@ def _note(name: str, layers: int, hidden: int, params: int, extra: str = "") -> 
 
 # --- Mllama (Llama 3.2 Vision) ---------------------------------------------------------------------------------
 
+# what Meta's two vision configs share (configuration_mllama.py:61-82, configuration_llama4.py:56-73)
+_META_VISION = {"num_channels": 3, "vision_output_dim": 7680, "image_size": 448, "patch_size": 14}
 _MLLAMA_VISION = {  # configuration_mllama.py:61-82 (MllamaVisionConfig)
+    **_META_VISION,
     "hidden_size": 1280,
     "num_hidden_layers": 32,
     "num_global_layers": 8,
     "attention_heads": 16,
-    "num_channels": 3,
     "intermediate_size": 5120,
-    "vision_output_dim": 7680,
-    "image_size": 448,
-    "patch_size": 14,
     "max_num_tiles": 4,
 }
 
@@ -198,14 +197,11 @@ def _mllama(config: Mapping[str, Any]) -> Towers:
 # --- Llama 4 -----------------------------------------------------------------------------------------------------
 
 _LLAMA4_VISION = {  # configuration_llama4.py:56-73 (Llama4VisionConfig)
+    **_META_VISION,
     "hidden_size": 768,
     "num_hidden_layers": 34,
     "num_attention_heads": 16,
-    "num_channels": 3,
     "intermediate_size": 5632,
-    "vision_output_dim": 7680,
-    "image_size": 448,
-    "patch_size": 14,
     "projector_input_dim": 4096,
     "projector_output_dim": 4096,
 }
