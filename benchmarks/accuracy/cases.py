@@ -1487,34 +1487,20 @@ R8_MIXTRAL = {  # 8 experts top-2 of width h, GQA 8q/2kv, untied 16k head, 2 lay
 }
 
 R8_QWEN2 = {  # qkv biases, GQA 6q/2kv, untied 20k head, 3 layers
-    "model_type": "qwen2",
+    **QWEN2_UNTIED,
     "num_hidden_layers": 3,
     "hidden_size": 384,
     "num_attention_heads": 6,
-    "num_key_value_heads": 2,
     "intermediate_size": 1024,
-    "vocab_size": 20000,
-    "max_position_embeddings": 4096,
-    "tie_word_embeddings": False,
-    "use_sliding_window": False,
-    "attention_dropout": 0.0,
-    "hidden_act": "silu",
 }
 
 R8_GPT_NEOX = {  # parallel residual, rotary 25 %, 6 heads of 64, untied 12k head, 3 layers
-    "model_type": "gpt_neox",
+    **GPT_NEOX,
     "num_hidden_layers": 3,
     "hidden_size": 384,
     "num_attention_heads": 6,
     "intermediate_size": 1536,
     "vocab_size": 12000,
-    "max_position_embeddings": 2048,
-    "use_parallel_residual": True,
-    "attention_bias": True,
-    "hidden_act": "gelu",
-    "attention_dropout": 0.0,
-    "hidden_dropout": 0.0,
-    "tie_word_embeddings": False,
 }
 
 R8_LLAMA = {  # GQA 8q/2kv, h 512, 3 layers, untied 12k head

@@ -71,100 +71,42 @@ def test_text_only_model_types_have_no_towers() -> None:
     assert from_hf_config(RECORDS["qwen3-32b-fp8"]["config"]).tower_params == 0
 
 
-@pytest.mark.parametrize(
-    ("model_type", "config", "expected"),
-    [
-        # small configs counted by transformers 5.24.0 on the meta device
-        (
-            "mllama",
-            {
-                "vision_config": {
-                    "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 3, "num_global_layers": 2,
-                    "intermediate_size": 96, "vision_output_dim": 320, "image_size": 56, "max_num_tiles": 2,
-                    "supported_aspect_ratios": [[1, 1], [1, 2], [2, 1]],
-                },
-                "text_config": {"hidden_size": 128},
-            },
-            235_303,
-        ),
-        (
-            "llama4",
-            {
-                "vision_config": {
-                    "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "intermediate_size": 96,
-                    "vision_output_dim": 200, "image_size": 56, "patch_size": 8, "projector_input_dim": 48,
-                    "projector_output_dim": 40, "num_channels": 4,
-                },
-                "text_config": {"hidden_size": 96},
-            },
-            104_000,
-        ),
-        (
-            "qwen2_5_vl",
-            {
-                "vision_config": {
-                    "depth": 3, "hidden_size": 64, "intermediate_size": 100, "num_heads": 4, "out_hidden_size": 77,
-                    "spatial_merge_size": 3, "patch_size": 7, "temporal_patch_size": 3, "in_channels": 2,
-                }
-            },
-            504_357,
-        ),
-        (
-            "qwen3_vl",
-            {
-                "vision_config": {
-                    "depth": 3, "hidden_size": 64, "intermediate_size": 100, "num_heads": 4, "out_hidden_size": 77,
-                    "spatial_merge_size": 3, "patch_size": 7, "num_position_embeddings": 100,
-                    "deepstack_visual_indexes": [0, 2],
-                }
-            },
-            1_247_635,
-        ),
-        ("qwen3_5", {"vision_config": {"depth": 3, "hidden_size": 64, "out_hidden_size": 50}}, 2_041_122),
-        (
-            "mistral3",
-            {
-                "vision_config": {
-                    "model_type": "pixtral", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
-                    "num_attention_heads": 4, "patch_size": 7,
-                },
-                "text_config": {"model_type": "mistral", "hidden_size": 80},
-                "spatial_merge_size": 3,
-                "multimodal_projector_bias": True,
-                "vision_feature_layer": [-1, -2, -3],
-            },
-            138_208,
-        ),
-        ("mistral3", {"vision_config": {"hidden_size": 64}, "text_config": {"model_type": "mistral"}}, 36_375_680),
-        (
-            "gemma3",
-            {
-                "vision_config": {
-                    "model_type": "siglip_vision_model", "hidden_size": 64, "intermediate_size": 96,
-                    "num_hidden_layers": 2, "num_attention_heads": 4, "image_size": 112, "patch_size": 14,
-                    "vision_use_head": False,
-                },
-                "text_config": {"hidden_size": 128},
-            },
-            108_864,
-        ),
-        (
-            "gemma4",
-            {
-                "vision_config": {
-                    "hidden_size": 96, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 20,
-                    "patch_size": 10, "position_embedding_size": 100, "num_hidden_layers": 2, "intermediate_size": 50,
-                },
-                "audio_config": {
-                    "hidden_size": 96, "num_attention_heads": 5, "subsampling_conv_channels": [30, 7],
-                    "conv_kernel_size": 3, "output_proj_dims": 70, "num_hidden_layers": 2,
-                },
-            },
-            963_825,
-        ),
-        ("gemma4", {"audio_config": {}}, 308_363_552),  # Gemma4AudioConfig's defaults + embed_audio into 2304
-    ],
-)  # fmt: skip
+def _wrapper(vision: dict[str, Any], text_hidden: int | None = None, **top: Any) -> dict[str, Any]:
+    """A multimodal wrapper config: its vision_config, a text_config of that width, and top-level keys."""
+    text = {"text_config": {"hidden_size": text_hidden}} if text_hidden else {}
+    return {"vision_config": vision, **text, **top}
+
+
+# small configs counted by transformers 5.24.0 on the meta device: (model_type, config, tower parameters)
+SMALL_TOWERS: list[tuple[str, dict[str, Any], int]] = [
+    ("mllama", _wrapper(dict(hidden_size=64, num_attention_heads=4, num_hidden_layers=3, num_global_layers=2,
+        intermediate_size=96, vision_output_dim=320, image_size=56, max_num_tiles=2,
+        supported_aspect_ratios=[[1, 1], [1, 2], [2, 1]]), 128), 235_303),
+    ("llama4", _wrapper(dict(hidden_size=64, num_attention_heads=4, num_hidden_layers=2, intermediate_size=96,
+        vision_output_dim=200, image_size=56, patch_size=8, projector_input_dim=48, projector_output_dim=40,
+        num_channels=4), 96), 104_000),
+    ("qwen2_5_vl", _wrapper(dict(depth=3, hidden_size=64, intermediate_size=100, num_heads=4, out_hidden_size=77,
+        spatial_merge_size=3, patch_size=7, temporal_patch_size=3, in_channels=2)), 504_357),
+    ("qwen3_vl", _wrapper(dict(depth=3, hidden_size=64, intermediate_size=100, num_heads=4, out_hidden_size=77,
+        spatial_merge_size=3, patch_size=7, num_position_embeddings=100, deepstack_visual_indexes=[0, 2])),
+        1_247_635),
+    ("qwen3_5", _wrapper(dict(depth=3, hidden_size=64, out_hidden_size=50)), 2_041_122),
+    ("mistral3", {**_wrapper(dict(model_type="pixtral", hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=4, patch_size=7), spatial_merge_size=3, multimodal_projector_bias=True,
+        vision_feature_layer=[-1, -2, -3]), "text_config": {"model_type": "mistral", "hidden_size": 80}}, 138_208),
+    ("mistral3", {"vision_config": {"hidden_size": 64}, "text_config": {"model_type": "mistral"}}, 36_375_680),
+    ("gemma3", _wrapper(dict(model_type="siglip_vision_model", hidden_size=64, intermediate_size=96,
+        num_hidden_layers=2, num_attention_heads=4, image_size=112, patch_size=14, vision_use_head=False), 128),
+        108_864),
+    ("gemma4", _wrapper(dict(hidden_size=96, num_attention_heads=4, num_key_value_heads=2, head_dim=20,
+        patch_size=10, position_embedding_size=100, num_hidden_layers=2, intermediate_size=50),
+        audio_config=dict(hidden_size=96, num_attention_heads=5, subsampling_conv_channels=[30, 7],
+        conv_kernel_size=3, output_proj_dims=70, num_hidden_layers=2)), 963_825),
+    ("gemma4", {"audio_config": {}}, 308_363_552),  # Gemma4AudioConfig's defaults + embed_audio into 2304
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("model_type", "config", "expected"), SMALL_TOWERS)
 def test_small_towers_equal_transformers(model_type: str, config: dict[str, Any], expected: int) -> None:
     towers = count_towers({"model_type": model_type, **config}, model_type)
     assert towers is not None and towers.params == expected

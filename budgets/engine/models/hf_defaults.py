@@ -358,8 +358,8 @@ LAYERED_RULES: dict[str, LayeredRules] = {
         moe_width_key="",
         router_name="router",
         qk_norm_weights=False,
-        dense_width_key="intermediate_size_mlp",
         shared_fixed=1,
+        dense_width_key="intermediate_size_mlp",
         mlp_prefix="feed_forward",
         defaults=(("attention_chunk_size", 8192), ("no_rope_layer_interval", 4)),  # configuration_llama4.py:157-158
     ),

@@ -143,18 +143,11 @@ def _dims(r: Reader, rules: LayeredRules) -> _Dims:
     if heads % kv:
         raise ConfigError(f"{r.where} num_key_value_heads ({kv}) must divide num_attention_heads ({heads})")
     head_dim = r.integer("head_dim", h // heads, lo=1, hi=4096) if r.has("head_dim") else max(h // heads, 1)
-    return _Dims(
-        h=h,
-        layers=layers,
-        heads=heads,
-        kv_heads=kv,
-        head_dim=head_dim,
-        v_head_dim=head_dim,
-        vocab=r.integer("vocab_size", lo=1, hi=MAX_VOCAB),
-        inter=r.integer("intermediate_size", 0),
-        window=r.integer("sliding_window", 0, hi=MAX_POSITIONS),
-        chunk=r.integer("attention_chunk_size", 0, hi=MAX_POSITIONS),
-    )
+    vocab = r.integer("vocab_size", lo=1, hi=MAX_VOCAB)
+    inter = r.integer("intermediate_size", 0)
+    window = r.integer("sliding_window", 0, hi=MAX_POSITIONS)
+    chunk = r.integer("attention_chunk_size", 0, hi=MAX_POSITIONS)
+    return _Dims(h, layers, heads, kv, head_dim, head_dim, vocab, inter, window, chunk)
 
 
 # --- which mixer and MLP each layer has --------------------------------------------------------------------

@@ -145,16 +145,10 @@ def _note(name: str, layers: int, hidden: int, params: int, extra: str = "") -> 
 # --- Mllama (Llama 3.2 Vision) ---------------------------------------------------------------------------------
 
 # what Meta's two vision configs share (configuration_mllama.py:61-82, configuration_llama4.py:56-73)
-_META_VISION = {"num_channels": 3, "vision_output_dim": 7680, "image_size": 448, "patch_size": 14}
-_MLLAMA_VISION = {  # configuration_mllama.py:61-82 (MllamaVisionConfig)
-    **_META_VISION,
-    "hidden_size": 1280,
-    "num_hidden_layers": 32,
-    "num_global_layers": 8,
-    "attention_heads": 16,
-    "intermediate_size": 5120,
-    "max_num_tiles": 4,
-}
+_META_VISION: dict[str, Any] = {"num_channels": 3, "vision_output_dim": 7680, "image_size": 448, "patch_size": 14}
+# configuration_mllama.py:61-82 (MllamaVisionConfig)
+_MLLAMA_VISION = _META_VISION | {"hidden_size": 1280, "num_hidden_layers": 32, "num_global_layers": 8}
+_MLLAMA_VISION |= {"attention_heads": 16, "intermediate_size": 5120, "max_num_tiles": 4}
 
 
 def _mllama(config: Mapping[str, Any]) -> Towers:
@@ -196,15 +190,9 @@ def _mllama(config: Mapping[str, Any]) -> Towers:
 
 # --- Llama 4 -----------------------------------------------------------------------------------------------------
 
-_LLAMA4_VISION = {  # configuration_llama4.py:56-73 (Llama4VisionConfig)
-    **_META_VISION,
-    "hidden_size": 768,
-    "num_hidden_layers": 34,
-    "num_attention_heads": 16,
-    "intermediate_size": 5632,
-    "projector_input_dim": 4096,
-    "projector_output_dim": 4096,
-}
+# configuration_llama4.py:56-73 (Llama4VisionConfig)
+_LLAMA4_VISION = _META_VISION | {"hidden_size": 768, "num_hidden_layers": 34, "num_attention_heads": 16}
+_LLAMA4_VISION |= {"intermediate_size": 5632, "projector_input_dim": 4096, "projector_output_dim": 4096}
 
 
 def _llama4(config: Mapping[str, Any]) -> Towers:
@@ -238,32 +226,16 @@ def _llama4(config: Mapping[str, Any]) -> Towers:
 
 # --- Qwen2.5-VL, Qwen3-VL, Qwen3.5 ------------------------------------------------------------------------------
 
-_QWEN2_5_VISION = {  # configuration_qwen2_5_vl.py:53-65 (Qwen2_5_VLVisionConfig)
-    "depth": 32,
-    "hidden_size": 3584,
-    "intermediate_size": 3420,
-    "num_heads": 16,
-    "in_channels": 3,
-    "patch_size": 14,
-    "spatial_merge_size": 2,
-    "temporal_patch_size": 2,
-    "out_hidden_size": 3584,
-}
+# configuration_qwen2_5_vl.py:53-65 (Qwen2_5_VLVisionConfig)
+_QWEN2_5_VISION: dict[str, Any] = {"depth": 32, "hidden_size": 3584, "intermediate_size": 3420, "num_heads": 16}
+_QWEN2_5_VISION |= {"in_channels": 3, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}
+_QWEN2_5_VISION |= {"out_hidden_size": 3584}
 
 # configuration_qwen3_vl.py:44-55, configuration_qwen3_vl_moe.py:138-149, configuration_qwen3_5.py:136-146,
 # configuration_qwen3_5_moe.py:148-158: the same defaults (Qwen3.5 has no deepstack_visual_indexes)
-_QWEN3_VISION = {
-    "depth": 27,
-    "hidden_size": 1152,
-    "intermediate_size": 4304,
-    "num_heads": 16,
-    "in_channels": 3,
-    "patch_size": 16,
-    "spatial_merge_size": 2,
-    "temporal_patch_size": 2,
-    "out_hidden_size": 3584,
-    "num_position_embeddings": 2304,
-}
+_QWEN3_VISION: dict[str, Any] = {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16}
+_QWEN3_VISION |= {"in_channels": 3, "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2}
+_QWEN3_VISION |= {"out_hidden_size": 3584, "num_position_embeddings": 2304}
 
 
 def _qwen_patch(r: Reader, h: int) -> tuple[int, int, int]:
@@ -275,13 +247,18 @@ def _qwen_patch(r: Reader, h: int) -> tuple[int, int, int]:
     return h * channels * temporal * patch * patch, h * merge * merge, r.integer("out_hidden_size", lo=1)
 
 
-def _qwen2_5_vl(config: Mapping[str, Any]) -> Towers:
-    """Qwen2_5_VisionTransformerPretrainedModel (modeling_qwen2_5_vl.py:386-423)."""
-    r = _sub(config, "vision_config", _QWEN2_5_VISION)
+def _qwen_tower(config: Mapping[str, Any], defaults: Mapping[str, Any]) -> tuple[Reader, int, int, int]:
+    """A Qwen vision config's reader, hidden width, MLP width and depth (heads checked)."""
+    r = _sub(config, "vision_config", defaults)
     h = _hidden(r)
     inter = r.integer("intermediate_size", lo=1)
     _heads(r, "num_heads")
-    layers = _layers(r, "depth")
+    return r, h, inter, _layers(r, "depth")
+
+
+def _qwen2_5_vl(config: Mapping[str, Any]) -> Towers:
+    """Qwen2_5_VisionTransformerPretrainedModel (modeling_qwen2_5_vl.py:386-423)."""
+    r, h, inter, layers = _qwen_tower(config, _QWEN2_5_VISION)
     patch, merged, out = _qwen_patch(r, h)
     # Qwen2_5_VLVisionBlock (:342-349): RMSNorm norm1/norm2, attn.qkv + proj with bias (:266-267), gated MLP with
     # bias (Qwen2_5_VLMLP(bias=True), :85-92)
@@ -295,11 +272,7 @@ def _qwen2_5_vl(config: Mapping[str, Any]) -> Towers:
 def _qwen3_vl(config: Mapping[str, Any], deepstack: bool) -> Towers:
     """Qwen3VLVisionModel (modeling_qwen3_vl.py:621-662; qwen3_vl_moe :675-716 the same) and Qwen3_5VisionModel
     (modeling_qwen3_5.py:1117-1150, qwen3_5_moe :1227-1260: no deepstack mergers)."""
-    r = _sub(config, "vision_config", _QWEN3_VISION)
-    h = _hidden(r)
-    inter = r.integer("intermediate_size", lo=1)
-    _heads(r, "num_heads")
-    layers = _layers(r, "depth")
+    r, h, inter, layers = _qwen_tower(config, _QWEN3_VISION)
     patch, merged, out = _qwen_patch(r, h)
     positions = r.integer("num_position_embeddings", lo=1, hi=MAX_POSITIONS)
     # Qwen3VLVisionBlock (:328-333): LayerNorm norm1/norm2, attn.qkv + proj with bias (:252-253), fc1/fc2 with bias
@@ -320,18 +293,12 @@ def _qwen3_vl(config: Mapping[str, Any], deepstack: bool) -> Towers:
 
 # --- Mistral 3 (Pixtral) -----------------------------------------------------------------------------------------
 
-_PIXTRAL = {  # configuration_pixtral.py:43-49 (PixtralVisionConfig)
-    "hidden_size": 1024,
-    "intermediate_size": 4096,
-    "num_hidden_layers": 24,
-    "num_attention_heads": 16,
-    "num_channels": 3,
-    "image_size": 1024,
-    "patch_size": 16,
-}
+# configuration_pixtral.py:43-49 (PixtralVisionConfig)
+_PIXTRAL: dict[str, Any] = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24}
+_PIXTRAL |= {"num_attention_heads": 16, "num_channels": 3, "image_size": 1024, "patch_size": 16}
 # Mistral3Config's vision_config when the config has none: Pixtral with these init_kwargs
 # (configuration_mistral3.py:74-88; its text_config 5120 wide, :52-72)
-_MISTRAL3_VISION_INIT = {**_PIXTRAL, "patch_size": 14, "image_size": 1540}
+_MISTRAL3_VISION_INIT: dict[str, Any] = {**_PIXTRAL, "patch_size": 14, "image_size": 1540}
 
 
 def _mistral3(config: Mapping[str, Any]) -> Towers:
@@ -376,16 +343,10 @@ def _mistral3(config: Mapping[str, Any]) -> Towers:
 
 # --- Gemma 3 (SigLIP) --------------------------------------------------------------------------------------------
 
-_SIGLIP = {  # configuration_siglip.py:93-103 (SiglipVisionConfig)
-    "hidden_size": 768,
-    "intermediate_size": 3072,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 12,
-    "num_channels": 3,
-    "image_size": 224,
-    "patch_size": 16,
-    "vision_use_head": True,
-}
+# configuration_siglip.py:93-103 (SiglipVisionConfig)
+_SIGLIP: dict[str, Any] = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12}
+_SIGLIP |= {"num_attention_heads": 12, "num_channels": 3, "image_size": 224, "patch_size": 16}
+_SIGLIP |= {"vision_use_head": True}
 
 
 def _gemma3(config: Mapping[str, Any]) -> Towers:
@@ -417,24 +378,13 @@ def _gemma3(config: Mapping[str, Any]) -> Towers:
 
 # --- Gemma 4 ------------------------------------------------------------------------------------------------------
 
-_GEMMA4_VISION = {  # configuration_gemma4.py:299-315 (Gemma4VisionConfig)
-    "hidden_size": 768,
-    "intermediate_size": 3072,
-    "num_hidden_layers": 16,
-    "num_attention_heads": 12,
-    "num_key_value_heads": 12,
-    "head_dim": 64,
-    "patch_size": 16,
-    "position_embedding_size": 10 * 1024,
-}
-_GEMMA4_AUDIO = {  # configuration_gemma4.py:55-73 (Gemma4AudioConfig)
-    "hidden_size": 1024,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 8,
-    "subsampling_conv_channels": [128, 32],
-    "conv_kernel_size": 5,
-    "output_proj_dims": 1536,
-}
+# configuration_gemma4.py:299-315 (Gemma4VisionConfig)
+_GEMMA4_VISION: dict[str, Any] = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 16}
+_GEMMA4_VISION |= {"num_attention_heads": 12, "num_key_value_heads": 12, "head_dim": 64, "patch_size": 16}
+_GEMMA4_VISION |= {"position_embedding_size": 10 * 1024}
+# configuration_gemma4.py:55-73 (Gemma4AudioConfig)
+_GEMMA4_AUDIO: dict[str, Any] = {"hidden_size": 1024, "num_hidden_layers": 12, "num_attention_heads": 8}
+_GEMMA4_AUDIO |= {"subsampling_conv_channels": [128, 32], "conv_kernel_size": 5, "output_proj_dims": 1536}
 
 
 def _gemma4(config: Mapping[str, Any]) -> Towers | None:
