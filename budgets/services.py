@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from .engine import Budget, estimate
 from .engine import Workload as WorkloadSpec
+from .engine.device import NO_DEVICE, Device
 from .models import Workload
 
 MAX_BUDGET_BYTES = 2**60  # 1 EiB per device or host: beyond any machine, and beyond 64-bit columns' comfort
@@ -26,17 +27,16 @@ def workload_validate(data: Any) -> WorkloadSpec:
     return WorkloadSpec.model_validate(data)
 
 
-def budget_compute(
-    spec: WorkloadSpec, device_memory_bytes: int | None = None, device_name: str | None = None
-) -> Budget:
+def budget_compute(spec: WorkloadSpec, device: Device = NO_DEVICE) -> Budget:
     """The engine's budget for a validated workload, refused past 1 EiB (every caller goes through here).
 
-    ``device_memory_bytes`` (usable memory of one device) lets a vLLM workload size its KV pool and
-    report the concurrency it holds (the budget's ``serving`` block); ``device_name`` picks vLLM's defaults
-    for the GPU class (an A100 gets the small-GPU scheduler defaults).
+    ``device.memory_bytes`` (usable memory of one device) lets a vLLM workload size its KV pool and report the
+    concurrency it holds (the budget's ``serving`` block); ``device.name`` picks vLLM's defaults for the GPU
+    class (an A100 gets the small-GPU scheduler defaults); ``device.compute_capability`` (the catalog's) decides
+    the architecture-dependent terms.
     Raises BudgetOutOfRange, naming the largest component, when any figure passes 1 EiB.
     """
-    budget = estimate(spec, device_memory_bytes=device_memory_bytes, device_name=device_name)
+    budget = estimate(spec, device.memory_bytes, device.name, device.compute_capability)
     per_device = budget.per_device
     figures = [per_device.total_high_bytes, budget.host.ram_bytes, budget.host.disk_bytes]
     if max(figures) > MAX_BUDGET_BYTES:
@@ -48,28 +48,37 @@ def budget_compute(
     return budget
 
 
-def budget_estimate(
-    spec: WorkloadSpec, device_memory_bytes: int | None = None, device_name: str | None = None
-) -> dict[str, Any]:
+def budget_estimate(spec: WorkloadSpec, device: Device = NO_DEVICE) -> dict[str, Any]:
     """The budget object of the contract for a validated workload (see :func:`budget_compute`)."""
-    return budget_compute(spec, device_memory_bytes, device_name).as_contract()
+    return budget_compute(spec, device).as_contract()
 
 
-def configuration_device(slug: str) -> tuple[int, str | None]:
+def configuration_device(slug: str) -> Device:
     """Usable memory per device of catalog configuration ``slug`` (the accelerator's usable figure where
     a source or node verified it, else its marketed size; host RAM for a CPU configuration).
 
-    Returns (bytes, the accelerator's name or None). Raises LookupError naming the configuration when
-    there is none by that slug.
+    Returns the Device: its usable bytes, the accelerator's name and compute capability (None for a CPU
+    configuration). Raises LookupError naming the configuration when there is none by that slug.
     """
     from catalog.models import Configuration
 
     row = (
-        Configuration.objects.with_memory().filter(slug=slug).values("usable_memory_bytes", "accelerator__name").first()
+        Configuration.objects.with_memory()
+        .filter(slug=slug)
+        .values(
+            "usable_memory_bytes",
+            "accelerator__name",
+            "accelerator__architecture__compute_capability_major",
+            "accelerator__architecture__compute_capability_minor",
+        )
+        .first()
     )
     if row is None or not row["usable_memory_bytes"]:
         raise LookupError(f"no catalog configuration {slug!r}; list them at /api/v1/configurations/")
-    return int(row["usable_memory_bytes"]), row["accelerator__name"]
+    major = row["accelerator__architecture__compute_capability_major"]
+    minor = row["accelerator__architecture__compute_capability_minor"]
+    cc = (major, minor) if major is not None and minor is not None else None
+    return Device(int(row["usable_memory_bytes"]), row["accelerator__name"], cc)
 
 
 def _model_label(spec: WorkloadSpec) -> str:

@@ -74,7 +74,7 @@ def stale_after_s() -> float:
 def order_create(*, owner, workload: Workload, configuration: Configuration) -> Order:
     """Place an order; it keeps the budget estimated now and the workload's acceptance criteria."""
     spec = workload_validate(workload.description)
-    budget = budget_estimate(spec, *configuration_device(configuration.slug))  # vLLM: the pool on this GPU
+    budget = budget_estimate(spec, configuration_device(configuration.slug))  # vLLM: the pool on this GPU
     return Order.objects.create(
         owner=owner,
         workload=workload,

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from budgets.engine import Budget, Workload, estimate, model_weight_bytes
+from budgets.engine.engines import PLAIN_UTILIZATION, engine
 from catalog.compat import Facts
 
 RECOMPUTE_FULL = "full"
@@ -71,6 +72,7 @@ class ConfigurationView:
         return (
             self.usable_bytes,
             self.accelerator_name,
+            self.compute_capability,
             self.device_count,
             self.nvlink_domain_size,
             self.host_ram_bytes,
@@ -80,6 +82,12 @@ class ConfigurationView:
             self.nvlink_bandwidth_gbps,
             self.max_devices_per_node,
         )
+
+    @property
+    def compute_capability(self) -> tuple[int, int] | None:
+        """The catalog's compute capability of the accelerator (what the engine's architecture terms read)."""
+        cc = self.facts.compute_capability
+        return cc.pair if cc is not None else None
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -199,22 +207,23 @@ class PlanBudget:
     plan: Plan
     workload: Workload  # as one replica runs it (plan_workload)
     budget: Budget
-    need_bytes: int  # expected bytes the workload needs per device (vLLM: what it needs of its pool share)
+    need_bytes: int  # expected bytes the workload needs per device (a pool engine: what it needs of its share)
     uncertainty_bytes: int  # the budget's high − expected, bytes
-    utilization_bytes: int | None  # vLLM: gpu_memory_utilization × usable, bytes; None for other engines
+    utilization_bytes: int | None  # a pool engine: gpu_memory_utilization × usable, bytes; None for other engines
 
 
-def _vllm_share(workload: Workload, usable_bytes: int) -> int | None:
+def _pool_share(workload: Workload, usable_bytes: int) -> int | None:
+    """The share of the device an engine with a preallocated KV pool claims; None for other engines."""
     inference = workload.inference
-    if workload.task != "inference" or inference is None or inference.engine != "vllm":
+    if workload.task != "inference" or inference is None or not engine(inference.engine).preallocated_pool:
         return None
-    return int(usable_bytes * (inference.gpu_memory_utilization or 0.9))
+    return int(usable_bytes * (inference.gpu_memory_utilization or PLAIN_UTILIZATION))
 
 
 def need_bytes(budget: Budget, share: int | None) -> int:
     """Per-device bytes the workload needs.
 
-    vLLM preallocates its pool to ``gpu_memory_utilization`` × T whatever the workload, so its device
+    A pool engine (vLLM) preallocates its pool to ``gpu_memory_utilization`` × T whatever the workload, so its device
     total says nothing about the workload; what it needs is the non-KV part of its share (u·T − the KV it
     could give) plus the KV the workload's sessions fill: weights + profile-run peak + non-torch + graphs
     + needed KV — the serving plan's ``need_bytes``, the same figure acceptance judges a vLLM run by
@@ -237,7 +246,7 @@ class Evaluator:
 
     def __init__(self, workload: Workload) -> None:
         self.workload = workload
-        self._cache: dict[tuple[int, str | None, Plan], PlanBudget] = {}
+        self._cache: dict[tuple[int, str | None, tuple[int, int] | None, Plan], PlanBudget] = {}
         self._memo: dict[tuple[Any, ...], Any] = {}
         self._model_weights = model_weight_bytes(workload)
 
@@ -260,17 +269,21 @@ class Evaluator:
         """What ``memo`` computed for ``key``, or None."""
         return self._memo.get(key)
 
-    def evaluate(self, plan: Plan, usable_bytes: int, device_name: str | None) -> PlanBudget:
-        key = (usable_bytes, device_name, plan)
+    def evaluate(
+        self, plan: Plan, usable_bytes: int, device_name: str | None, compute_capability: tuple[int, int] | None = None
+    ) -> PlanBudget:
+        key = (usable_bytes, device_name, compute_capability, plan)
         found = self._cache.get(key)
         if found is None:
-            found = self._cache[key] = self._budget(plan, usable_bytes, device_name)
+            found = self._cache[key] = self._budget(plan, usable_bytes, device_name, compute_capability)
         return found
 
-    def _budget(self, plan: Plan, usable_bytes: int, device_name: str | None) -> PlanBudget:
+    def _budget(
+        self, plan: Plan, usable_bytes: int, device_name: str | None, compute_capability: tuple[int, int] | None
+    ) -> PlanBudget:
         workload = plan_workload(self.workload, plan)
-        budget = estimate(workload, device_memory_bytes=usable_bytes, device_name=device_name)
-        share = _vllm_share(workload, usable_bytes)
+        budget = estimate(workload, usable_bytes, device_name, compute_capability)
+        share = _pool_share(workload, usable_bytes)
         per_device = budget.per_device
         return PlanBudget(
             plan=plan,

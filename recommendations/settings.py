@@ -107,7 +107,7 @@ def largest_micro_batch(
 
     def passes(batch: int) -> bool:
         evaluator = variants.get(("micro_batch_size", batch), lambda w: _with(w, "training", micro_batch_size=batch))
-        pb = evaluator.evaluate(plan, a.usable_bytes, view.accelerator_name)
+        pb = evaluator.evaluate(plan, a.usable_bytes, view.accelerator_name, view.compute_capability)
         return assess_plan(evaluator.workload, view, pb, a.usable_bytes, corrections).fits
 
     if not passes(1):

@@ -28,6 +28,7 @@ from typing import Any
 
 from budgets.engine import Workload
 from budgets.engine.components.kv_cache import kv_bytes_per_token
+from budgets.engine.engines import engine
 from catalog import compat
 from measurements.calibration import CorrectedFigure, Correction, apply_correction
 
@@ -48,7 +49,8 @@ class Verdict(enum.StrEnum):
 class Reason:
     """Why a verdict is what it is, for a person: the rule, what is wrong, what to do."""
 
-    rule: str  # a compat rule ("precision", "driver", ...), "vllm", "memory", "host_ram", "disk", "latency", "headroom"
+    rule: str  # a compat rule ("precision", "driver", ...), an engine's name, "memory", "host_ram", "disk", "latency",
+    # "headroom"
     message: str
     action: str = ""
     component: str | None = None  # the budget component that overflows
@@ -81,8 +83,8 @@ def memory_view(workload: Workload) -> str:
     if workload.runtime.device == "cpu":
         return "framework_allocated"
     inference = workload.inference
-    if workload.task == "inference" and inference is not None and inference.engine == "vllm":
-        return "vllm_need"
+    if workload.task == "inference" and inference is not None:
+        return engine(inference.engine).need_view
     return "device_used"
 
 
@@ -228,6 +230,9 @@ def _serving_failures(pb: PlanBudget) -> list[Reason]:
     serving = pb.budget.serving
     if serving is None or serving.starts is None:
         return []
+    inference = pb.workload.inference
+    assert inference is not None  # a serving plan comes from an inference workload
+    serving_engine = engine(inference.engine)
     if not serving.starts:
         # nothing left for the pool: the rest of the device overflows (its largest part); else the pool is short
         empty = (serving.available_kv_bytes or 0) <= 0
@@ -235,8 +240,8 @@ def _serving_failures(pb: PlanBudget) -> list[Reason]:
         component = max(rest, key=lambda c: c.bytes).name if empty else "kv_cache"
         return [
             Reason(
-                "vllm",
-                serving.reason or "vLLM will not start",
+                serving_engine.name,
+                serving.reason or f"{serving_engine.label} will not start",
                 "more memory per device (a plan over more devices), lower-precision weights or a shorter max_model_len",
                 component,
                 serving.shortfall_bytes,
@@ -245,11 +250,12 @@ def _serving_failures(pb: PlanBudget) -> list[Reason]:
     pool, needed = serving.kv_pool_bytes or 0, serving.kv_bytes_needed
     if pool >= needed:
         return []
-    sessions = pb.workload.inference.concurrent_sessions  # type: ignore[union-attr]
+    sessions = inference.concurrent_sessions
     return [
         Reason(
             "memory",
-            f"kv_cache: vLLM's pool ({_gib(pool)} per device) holds {serving.max_concurrent_sessions_at_max_request}"
+            f"kv_cache: {serving_engine.label}'s pool ({_gib(pool)} per device) holds"
+            f" {serving.max_concurrent_sessions_at_max_request}"
             f" sessions of the longest request; each replica serves {sessions}, which need {_gib(needed)}"
             f" ({_gib(needed - pool)} more)",
             "fewer sessions, an fp8 KV cache, a shorter context or more devices",
@@ -278,7 +284,7 @@ def _device_failures(pb: PlanBudget, need: int, usable: int) -> list[Reason]:
         failures.append(
             Reason(
                 "memory",
-                f"with vLLM's pool at gpu_memory_utilization × usable ({_gib(pb.utilization_bytes)}) the device"
+                f"with the engine's pool at gpu_memory_utilization × usable ({_gib(pb.utilization_bytes)}) the device"
                 f" holds {_gib(per_device.total_bytes)}, {_gib(per_device.total_bytes - usable)} more than usable",
                 "lower gpu_memory_utilization",
                 "kv_cache",
@@ -415,7 +421,7 @@ def _search_plans(
     skipped: list[tuple[int, Plan]] = []
 
     def assessed(plan: Plan) -> PlanAssessment:
-        pb = evaluator.evaluate(plan, usable, view.accelerator_name)
+        pb = evaluator.evaluate(plan, usable, view.accelerator_name, view.compute_capability)
         return assess_plan(workload, view, pb, usable, corrections)
 
     # the candidates read only the node's device count and NVLink domain (and the workload)

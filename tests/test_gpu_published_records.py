@@ -1,5 +1,5 @@
-"""The published training / framework-inference peaks: complete records, valid workloads, the hold-out rule,
-and a comparison that reads the measured view."""
+"""The published GPU records: vLLM start-up reports (records.json) and training / framework-inference peaks
+(peaks.json) — complete records, valid workloads, the hold-out rule, and a comparison that reads the measured view."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from benchmarks.gpu_published import __main__ as published
 from benchmarks.gpu_published import peaks
 
 RECORDS = peaks.load_records()
@@ -85,3 +86,72 @@ def test_a_record_below_its_lower_bound_is_inconsistent_and_not_counted() -> Non
 
 def test_framework_inference_records_get_no_lower_bound() -> None:
     assert all(peaks.lower_bound_bytes(r) is None for r in RECORDS if r["group"] != "training")
+
+
+# --- vLLM start-up records (records.json, `python -m benchmarks.gpu_published`) ---------------------------------
+
+VLLM_RECORDS = published.load_records()
+VLLM_FIELDS = {
+    "id", "holdout", "source", "quote", "model", "precision", "tensor", "max_model_len", "gpu_memory_utilization",
+    "kv_block_tokens", "device_memory_gib", "device_name", "vllm_version", "printed", "notes",
+}  # fmt: skip
+# each round of records was marked before the engine was run on it (HOLDOUT.md); its first record opens it
+VLLM_ROUNDS = ("llmd-h100-llama-3.1-8b", "p205-h100-qwen3-14b-v0.15", "h200log-qwen3-next-80b-a3b-tp2")
+
+
+@pytest.mark.parametrize("record", VLLM_RECORDS, ids=lambda r: r["id"])
+def test_vllm_record_names_its_source_quote_model_and_settings(record: dict) -> None:
+    assert set(record) - VLLM_FIELDS <= set(published.SETTINGS), f"unknown fields {set(record) - VLLM_FIELDS}"
+    assert set(record) >= VLLM_FIELDS
+    # a URL, or a stored copy whose repository could not be resolved, said so in words
+    assert re.match(r"^https://\S+$", record["source"]) or re.match(r"^unpinned: \S.{40,}", record["source"])
+    assert record["quote"] and all(isinstance(line, str) and line.strip() for line in record["quote"])
+    assert list(record["model"]) in (["preset"], ["config"])
+    if "config" in record["model"]:
+        assert (published.HF_CONFIGS / f"{record['model']['config']}.json").is_file()
+    assert record["precision"] is None or isinstance(record["precision"], dict)
+    assert all(isinstance(record[key], int) and record[key] > 0 for key in published.SETTINGS if key in record)
+    assert record["device_memory_gib"] > 0 and record["device_name"] and record["vllm_version"]
+    printed = record["printed"]
+    assert set(printed) <= {"kv_cache_gib", "kv_cache_tokens", "max_concurrency", "starts"}
+    assert isinstance(printed["starts"], bool)
+    assert "kv_cache_gib" in printed or "kv_cache_tokens" in printed or not printed["starts"]
+
+
+@pytest.mark.parametrize("record", VLLM_RECORDS, ids=lambda r: r["id"])
+def test_vllm_workload_carries_the_records_model_precision_and_settings(record: dict) -> None:
+    w = published.workload(record)
+    assert w.name == record["id"]
+    assert w.inference is not None and w.inference.max_model_len == record["max_model_len"]
+    for key in published.SETTINGS:
+        assert getattr(w.inference, key) == record.get(key)
+    if "config" in record["model"]:
+        assert w.model is not None and w.model.hf_config == published.hf_config(record["model"]["config"])
+    if record["precision"] is None:  # the checkpoint's own: its quantized Linears' precision, else the default
+        assert w.model is not None
+        ckpt = w.model.checkpoint_weights
+        assert w.precision.weights == (ckpt.precision if ckpt is not None and ckpt.precision else "bf16")
+    else:
+        assert w.precision.weights == record["precision"]["weights"]
+
+
+def test_vllm_ids_are_unique_and_every_third_record_of_a_round_is_held_out() -> None:
+    ids = [r["id"] for r in VLLM_RECORDS]
+    assert len(set(ids)) == len(ids)
+    starts = [ids.index(first) for first in VLLM_ROUNDS]
+    assert starts == sorted(starts) and starts[0] == 0
+    for begin, end in zip(starts, [*starts[1:], len(ids)], strict=True):
+        marks = [r["holdout"] for r in VLLM_RECORDS[begin:end]]
+        assert marks == [i % 3 == 0 for i in range(1, len(marks) + 1)], ids[begin]
+
+
+def test_a_config_record_reads_the_folder_config_and_its_quantization() -> None:
+    record = next(r for r in VLLM_RECORDS if r["model"] == {"config": "gpt-oss-120b"} and r["precision"] is None)
+    assert published.workload(record).precision.weights == "mxfp4"  # quantization_config: quant_method mxfp4
+    assert published.workload({**record, "precision": {"weights": "bf16"}}).precision.weights == "bf16"
+    bare = {k: v for k, v in record.items() if k not in published.SETTINGS}
+    inference = published.workload(bare).inference
+    assert inference is not None and inference.max_num_batched_tokens is None and inference.max_num_seqs is None
+    for bad in ({"config": "gpt-oss-120b", "preset": "llama-3.1-8b"}, {"config": "../gpt-oss-120b"}):
+        with pytest.raises(ValueError):
+            published.model_ref(bad)

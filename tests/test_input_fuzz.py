@@ -19,6 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.documents import with_value
+
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # Hypothesis: a few hundred requests
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,16 +57,6 @@ def _paths(value: Any, prefix: str = "") -> list[str]:
     out = [prefix] if prefix else []
     for key, inner in value.items():
         out += _paths(inner, f"{prefix}.{key}" if prefix else key)
-    return out
-
-
-def _set(document: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
-    out = json.loads(json.dumps(document))
-    *parents, last = path.split(".")
-    target = out
-    for key in parents:
-        target = target[key]
-    target[last] = value
     return out
 
 
@@ -112,7 +104,7 @@ def test_a_hostile_value_in_any_workload_field_is_a_400_naming_it(api, data, val
     name = data.draw(st.sampled_from(sorted(EXAMPLES)), label="example")
     example = EXAMPLES[name]
     field = data.draw(st.sampled_from(_paths(example)), label="field")
-    _check(api, _set(example, field, value), field, value)
+    _check(api, with_value(example, field, value), field, value)
 
 
 @SETTINGS

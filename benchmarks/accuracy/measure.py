@@ -174,16 +174,41 @@ def module_state_tensors(model) -> list:
     return [v for m in model.modules() for v in vars(m).values() if isinstance(v, torch.Tensor)]
 
 
-def make_optimizer(name: str, params):
+# training.optimizer_impl -> torch.optim keyword arguments; absent (None): none, so torch picks its own
+# default for the parameters' device (torch/optim/optimizer.py `_default_to_fused_or_foreach`: the
+# for-loop on CPU)
+OPTIMIZER_IMPL_KWARGS: dict[str | None, dict[str, bool]] = {
+    "foreach": {"foreach": True},
+    "for_loop": {"foreach": False, "fused": False},
+    "fused": {"fused": True},
+    None: {},
+}
+
+
+def make_optimizer(name: str, params, impl: str | None = None):
     import torch
 
+    kwargs = OPTIMIZER_IMPL_KWARGS[impl]
     if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-4, foreach=True)
+        return torch.optim.AdamW(params, lr=1e-4, **kwargs)
     if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-3, foreach=True)
+        return torch.optim.SGD(params, lr=1e-3, **kwargs)
     if name == "sgd_momentum":
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True)
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, **kwargs)
     raise ValueError(f"optimizer {name!r} is not measured by this harness")
+
+
+def resolved_optimizer_impl(opt, params) -> str:
+    """The step implementation torch runs: the one asked for, else the device default it resolves
+    (`_default_to_fused_or_foreach`, as adam.py / sgd.py call it when neither flag is given)."""
+    from torch.optim.optimizer import _default_to_fused_or_foreach
+
+    if opt.defaults.get("fused"):
+        return "fused"
+    foreach = opt.defaults.get("foreach")
+    if foreach is None:
+        _, foreach = _default_to_fused_or_foreach(params, differentiable=False, use_fused=False)
+    return "foreach" if foreach else "for_loop"
 
 
 # --------------------------------------------------------------------------------------------
@@ -293,7 +318,8 @@ def run_case(w: dict) -> dict:
             B, T = tr["micro_batch_size"], tr["sequence_length"]
             input_ids = torch.randint(0, vocab, (B, T))
             tracer.snap("inputs", [input_ids])
-            opt = make_optimizer(tr.get("optimizer", "adamw"), params)
+            opt = make_optimizer(tr.get("optimizer", "adamw"), params, tr.get("optimizer_impl"))
+            info["optimizer_impl"] = resolved_optimizer_impl(opt, params)
             losses = []
             window = None
             for step in range(1, TRAIN_STEPS + 1):
@@ -642,7 +668,7 @@ def measure_in_subprocess(case_id: str, timeout: float = 900) -> dict:
         # that the profiler's many small allocations fragment and that is never trimmed: Jamba's PyTorch Mamba1
         # scan in training (a scan-sized zero tensor per token in backward) grew the process past 20 GB at 2 x 256
         # and was killed, against 1.7 GB with a fixed threshold. Only the process's RSS changes: the measured bytes
-        # are the profiler's tensor allocation events (every earlier peak re-measured byte for byte with it).
+        # are the profiler's tensor allocation events (four peaks re-measured byte for byte, HOLDOUT.md round 10).
         MALLOC_MMAP_THRESHOLD_="131072",
     )
     t0 = time.time()

@@ -13,6 +13,7 @@ exit status is 1 when a training or framework-inference part misses its target (
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,28 +25,51 @@ HERE = Path(__file__).resolve().parent
 GIB = 2**30
 TARGET_GIB = 1.0
 TARGET_PCT = 3.0
+HF_CONFIGS = HERE.parents[1] / "tests" / "engine" / "data" / "hf_configs"
+CONFIG_ID = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
+# vLLM settings a record may carry when its log states them; absent, the engine takes vLLM's defaults
+SETTINGS = ("max_num_seqs", "max_num_batched_tokens")
+
+
+def hf_config(config_id: str) -> dict[str, Any]:
+    """The config.json of `tests/engine/data/hf_configs/<config_id>.json` (its `config` field)."""
+    if not CONFIG_ID.match(config_id):
+        raise ValueError(f"not a config id: {config_id!r}")
+    config: dict[str, Any] = json.loads((HF_CONFIGS / f"{config_id}.json").read_text())["config"]
+    return config
+
+
+def model_ref(model: dict[str, Any]) -> dict[str, Any]:
+    """A record's model as a workload model ref: `{"config": id}` becomes `{"hf_config": <that config.json>}`."""
+    if "config" in model:
+        if set(model) != {"config"}:
+            raise ValueError(f"a config model ref takes nothing else: {sorted(model)}")
+        return {"hf_config": hf_config(model["config"])}
+    return model
 
 
 def workload(record: dict[str, Any]) -> Workload:
     mml = record["max_model_len"]
-    return Workload.model_validate(
-        {
-            "name": record["id"],
-            "task": "inference",
-            "model": record["model"],
-            "precision": record["precision"],
-            "inference": {
-                "engine": "vllm",
-                "max_input_tokens": mml - 1,
-                "max_output_tokens": 1,
-                "max_model_len": mml,
-                "kv_block_tokens": record["kv_block_tokens"],
-                "gpu_memory_utilization": record["gpu_memory_utilization"],
-            },
-            "parallelism": {"tensor": record["tensor"]},
-            "runtime": {"engine_version": record["vllm_version"]},
-        }
-    )
+    inference: dict[str, Any] = {
+        "engine": "vllm",
+        "max_input_tokens": mml - 1,
+        "max_output_tokens": 1,
+        "max_model_len": mml,
+        "kv_block_tokens": record["kv_block_tokens"],
+        "gpu_memory_utilization": record["gpu_memory_utilization"],
+    }
+    inference.update({key: record[key] for key in SETTINGS if key in record})
+    spec: dict[str, Any] = {
+        "name": record["id"],
+        "task": "inference",
+        "model": model_ref(record["model"]),
+        "inference": inference,
+        "parallelism": {"tensor": record["tensor"]},
+        "runtime": {"engine_version": record["vllm_version"]},
+    }
+    if record["precision"] is not None:  # null: the checkpoint's own (quantization_config), else the defaults
+        spec["precision"] = record["precision"]
+    return Workload.model_validate(spec)
 
 
 def compare(record: dict[str, Any]) -> dict[str, Any]:
@@ -89,9 +113,13 @@ def summary(rows: list[dict[str, Any]], label: str) -> str:
     )
 
 
+def load_records() -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = json.loads((HERE / "records.json").read_text())["records"]
+    return records
+
+
 def vllm_report() -> None:
-    records = json.loads((HERE / "records.json").read_text())["records"]
-    rows = [compare(r) for r in records]
+    rows = [compare(r) for r in load_records()]
     head = f"{'record':<44}{'set':<9}{'prof':<6}{'engine GiB':>11}{'vLLM GiB':>10}{'err GiB':>9}{'err %':>8}"
     print(head + f"{'engine tok':>12}{'vLLM tok':>10}  starts (engine/vLLM)")
     for r in rows:

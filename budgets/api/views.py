@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from budgets.engine.device import NO_DEVICE, Device
 from catalog.units import UnitError, parse_memory
 from vramplan.openapi import BAD_REQUEST, CONFLICT, ESTIMATE_THROTTLED, NOT_FOUND, THROTTLED, UNAUTHORIZED
 from vramplan.parsers import NulSafeJSONParser
@@ -33,21 +34,21 @@ def _body(request: Request) -> object:
     return request.data
 
 
-def _device(request: Request) -> tuple[int | None, str | None]:
+def _device(request: Request) -> Device:
     """``?device_memory=79.19GiB`` or ``?configuration=SLUG`` (one of them), as bytes; a 400 naming the parameter."""
     size, slug = request.query_params.get("device_memory"), request.query_params.get("configuration")
     if size is not None and slug is not None:
         raise ValidationError({"device_memory": ["give device_memory or configuration, not both"]})
     try:
         if size is not None:
-            return parse_memory(size), None
+            return Device(parse_memory(size))
         if slug is not None:
             return services.configuration_device(slug)
     except UnitError as exc:
         raise ValidationError({"device_memory": [str(exc)]}) from None
     except LookupError as exc:
         raise ValidationError({"configuration": [str(exc)]}) from None
-    return None, None
+    return NO_DEVICE
 
 
 class EstimateView(APIView):
@@ -76,9 +77,9 @@ class EstimateView(APIView):
         description="Budget a workload without storing it: per-device memory by component, at the peak.",
     )
     def post(self, request: Request) -> Response:
-        device_memory, device_name = _device(request)
+        device = _device(request)
         spec = services.workload_validate(_body(request))
-        return Response(services.budget_estimate(spec, device_memory, device_name))
+        return Response(services.budget_estimate(spec, device))
 
 
 @extend_schema(tags=["budgets"])

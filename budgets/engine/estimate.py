@@ -31,22 +31,31 @@ from .components import training as tr
 from .components import workspace as ws
 from .components.weights import weight_bytes
 from .custom import custom_budget
+from .device import Device
 from .dtypes import nbytes
+from .engines import engine
 from .inference import inference_stage
 from .models.parameters import ParameterCount, parameter_count
 from .models.spec import ModelSpec
 from .phases import StagePhases
 from .schema import Workload
-from .training_stage import training_stage
+from .training_stage import dropout_assumption, training_stage
 
 
-def estimate(workload: Workload, device_memory_bytes: int | None = None, device_name: str | None = None) -> Budget:
+def estimate(
+    workload: Workload,
+    device_memory_bytes: int | None = None,
+    device_name: str | None = None,
+    compute_capability: tuple[int, int] | None = None,
+) -> Budget:
     """Budget the busiest device of a validated workload.
 
     `device_memory_bytes` (the device's memory as cudaMemGetInfo reports it, T) lets the vLLM engine size
     its KV pool, report the concurrency it holds and whether it starts; without it the budget reports the
     KV cache the workload needs. `device_name` (e.g. "NVIDIA A100-SXM4-80GB") picks vLLM's defaults for
-    the GPU class (A100s get the small-GPU scheduler defaults from vLLM 0.10).
+    the GPU class (A100s get the small-GPU scheduler defaults from vLLM 0.10: vLLM's own rule reads the name).
+    `compute_capability` (the catalog's fact) decides the architecture-dependent terms (CUDA context, cuBLAS
+    workspaces, vLLM's MXFP4 kernel layout); without it the architecture is read from the name.
     """
     w = workload
     if w.task == "custom":
@@ -57,9 +66,10 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None, device_
     par = w.parallelism
     device = w.runtime.device
     training = w.task == "training"
-    runtime_r, runtime_note = rt.cuda_context(device, w.runtime.cuda_version_tuple, device_name)
+    gpu = Device(device_memory_bytes, device_name, compute_capability)
+    runtime_r, runtime_note = rt.cuda_context(device, w.runtime.cuda_version_tuple, device_name, compute_capability)
     data = par.data if training else 1
-    ws_base = ws.cublas(device, device_name) + ws.nccl(device, par.tensor, par.pipeline, data)
+    ws_base = ws.cublas(device, device_name, compute_capability) + ws.nccl(device, par.tensor, par.pipeline, data)
     ws_base = ws_base + ws.attention_backend(device, w.runtime.attention)
     stages = parallel.stages(
         spec,
@@ -73,7 +83,7 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None, device_
     best: tuple[_Peaks, str] | None = None
     plans: list[ServingPlan] = []
     for stage in stages:
-        st = _stage_phases(w, spec, stage, pc, total_params, device_memory_bytes, device_name)
+        st = _stage_phases(w, spec, stage, pc, total_params, gpu)
         if st.serving is not None:
             plans.append(st.serving)
         peaks = _device_peaks(w, st, runtime_r, ws_base)
@@ -81,7 +91,7 @@ def estimate(workload: Workload, device_memory_bytes: int | None = None, device_
             best = (peaks, stage.name)
     assert best is not None
     peaks, stage_name = best
-    db = peaks.budget(_notes(w, peaks.stage, runtime_note, device_name))
+    db = peaks.budget(_notes(w, peaks.stage, runtime_note, gpu))
     serving = vllm.tightest(plans) if plans else None
     assumptions = _assumptions(w, stage_name, total_params)
     if serving is not None and w.inference is not None:
@@ -140,8 +150,7 @@ def _stage_phases(
     stage: parallel.Stage,
     pc: ParameterCount,
     total_params: int,
-    device_memory_bytes: int | None,
-    device_name: str | None,
+    gpu: Device,
 ) -> StagePhases:
     """One stage's phases: the training step, or the inference engine over the stage's weights."""
     layer_p, emb_p, head_p = parallel.stage_parameters(spec, pc, stage, w.model.parameter_count if w.model else None)
@@ -166,7 +175,7 @@ def _stage_phases(
     weights = Range.exact(wb)
     if spec.layer_model == "generic":
         weights = Range.spread(wb, 1 - GENERIC_WEIGHTS_BAND, 1 + GENERIC_WEIGHTS_BAND)
-    st = inference_stage(w, stage, weights, device_memory_bytes, device_name)
+    st = inference_stage(w, stage, weights, gpu)
     st.notes.setdefault("weights", w_note)
     return st
 
@@ -251,7 +260,12 @@ def _phase_peaks(
     return phases, comp_max, best_name, best_bytes, best_low, best_high
 
 
-def _notes(w: Workload, st: StagePhases, runtime_note: str, device_name: str | None) -> dict[str, str]:
+def _notes(
+    w: Workload,
+    st: StagePhases,
+    runtime_note: str,
+    gpu: Device,
+) -> dict[str, str]:
     """The stage's notes, with the defaults for the components it did not describe."""
     device = w.runtime.device
     notes = dict(st.notes)
@@ -272,7 +286,7 @@ def _notes(w: Workload, st: StagePhases, runtime_note: str, device_name: str | N
     # the library workspaces are in every stage's workspace; a stage's note adds what else it holds
     par = w.parallelism
     data = par.data if w.task == "training" else 1
-    library = ws.library_note(device, device_name, par.tensor, par.pipeline, data)
+    library = ws.library_note(device, gpu.name, par.tensor, par.pipeline, data, gpu.compute_capability)
     notes["workspace"] = library + (f"; {st.notes['workspace']}" if "workspace" in st.notes else "")
     notes.setdefault("kv_cache", "no KV cache (training forward runs with use_cache=False)")
     notes.setdefault("gradients", "inference: no gradients")
@@ -332,7 +346,10 @@ def _model_assumptions(w: Workload) -> list[str]:
             f" ±{GENERIC_WEIGHTS_BAND:.0%} for the biases and norms it cannot know"
         )
     if spec.towers:
-        out.append(f"multimodal towers: {spec.towers}")
+        out.append(
+            f"multimodal towers in the weights: {spec.towers}; their activations over image or audio tokens are not"
+            " counted (text requests only)"
+        )
     if w.model is not None and w.model.checkpoint_weights is not None:
         out.extend(w.model.checkpoint_weights.notes)
     return out
@@ -379,19 +396,32 @@ def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, 
             )
         )
         out.append(f"model states: {conv}; optimizer {w.training.optimizer}")
-        step_buffer = {
-            "foreach": "the foreach step allocates a parameter-sized buffer",
-            "fused": "the fused step allocates no parameter-sized buffer",
-            "for_loop": "the for-loop step allocates buffers the size of the largest parameter",
-        }[w.training.optimizer_impl]
+        device = w.runtime.device
+        impl = w.training.optimizer_impl or tr.default_optimizer_impl(device)
+        step_buffer = (
+            {
+                "foreach": "the foreach step allocates a parameter-sized buffer",
+                "fused": "the fused step allocates no parameter-sized buffer",
+                "for_loop": "the for-loop step allocates buffers the size of the largest parameter",
+            }[impl]
+            if w.training.optimizer == "adamw"
+            else f"the {w.training.optimizer} step runs {impl}"
+        )
+        if w.training.optimizer_impl is None:
+            step_buffer += (
+                f" (training.optimizer_impl not given: torch's default for device {device}, `foreach` only when"
+                " every parameter is on cuda (torch 2.13 optimizer.py `_default_to_fused_or_foreach`); the range"
+                " covers foreach, fused and for_loop)"
+            )
         out.append(f"gradients are freed by zero_grad(set_to_none=True) between steps; {step_buffer}")
+        out.append(dropout_assumption(w))
         if w.parallelism.pipeline > 1:
             out.append(f"pipeline 1F1B: the {stage_name} stage is the busiest")
     elif w.inference is not None:
         out.append(f"serving engine {w.inference.engine}, KV layout {w.inference.kv_cache_layout}")
-    if w.inference is None or w.inference.engine != "vllm":
-        engine, version = profiles.workload_engine(w)
-        out.extend(profiles.profile_for(engine, version).describe(version, w.task == "inference", w.spec.is_moe))
+    if w.inference is None or not engine(w.inference.engine).preallocated_pool:
+        name, version = profiles.workload_engine(w)
+        out.extend(profiles.profile_for(name, version).describe(version, w.task == "inference", w.spec.is_moe))
     if w.parallelism.tensor > w.spec.num_kv_heads:
         out.append("tensor degree exceeds KV heads: KV heads replicated on each device")
     return tuple(out)

@@ -15,7 +15,9 @@ from . import parallel, profiles, vllm
 from .budget import Range
 from .components import activations as act
 from .components import kv_cache as kv
+from .device import Device
 from .dtypes import nbytes
+from .engines import engine
 from .models.spec import ModelSpec
 from .phases import ACTIVATION_BAND_CUDA, StagePhases, activation_band, activation_shape, param_tensors
 from .schema import Workload
@@ -26,13 +28,11 @@ GIB = 2**30
 VLLM_CUDA_GRAPHS = Range(0, vllm.CUDA_GRAPH_ESTIMATE_BYTES, vllm.CUDA_GRAPH_HIGH_BYTES)
 
 
-def inference_stage(
-    w: Workload, stage: parallel.Stage, weights: Range, device_memory_bytes: int | None, device_name: str | None
-) -> StagePhases:
+def inference_stage(w: Workload, stage: parallel.Stage, weights: Range, device: Device) -> StagePhases:
     """The stage's phases under the workload's serving engine."""
     assert w.inference is not None
-    if w.inference.engine == "vllm":
-        return vllm_stage(w, stage, weights, device_memory_bytes, device_name)
+    if engine(w.inference.engine).preallocated_pool:
+        return vllm_stage(w, stage, weights, device)
     return generate_stage(w, stage, weights)
 
 
@@ -213,15 +213,10 @@ def _decode_activations(
 # --- vLLM ---------------------------------------------------------------------------------------
 
 
-def vllm_stage(
-    w: Workload,
-    stage: parallel.Stage,
-    weights: Range,
-    device_memory_bytes: int | None,
-    device_name: str | None,
-) -> StagePhases:
+def vllm_stage(w: Workload, stage: parallel.Stage, weights: Range, device: Device) -> StagePhases:
     """vLLM: weights + the profile run's peak + the KV pool it sizes from T (budgets/engine/vllm.py)."""
     assert w.inference is not None
+    device_memory_bytes, compute_capability = device.memory_bytes, device.compute_capability
     spec, inf = w.spec, w.inference
     assert inf.max_model_len is not None
     d = nbytes(w.precision.compute or "bf16")
@@ -229,13 +224,14 @@ def vllm_stage(
     version = w.runtime.engine_version or vllm.DEFAULT_VLLM_VERSION
     util = inf.gpu_memory_utilization or vllm.default_gpu_memory_utilization(version)
     b, longest, block = inf.concurrent_sessions, inf.max_request_tokens, inf.kv_block_tokens
-    batched, seqs = vllm.scheduler_defaults(version, device_memory_bytes, device_name, inf.max_model_len)
+    batched, seqs = vllm.scheduler_defaults(version, device_memory_bytes, device.name, inf.max_model_len)
     batched, seqs = inf.max_num_batched_tokens or batched, inf.max_num_seqs or seqs
     cache = vllm.CacheLayout(spec, stage.tensor, stage.first_layer, stage.layers, kv_prec, block, batched)
     per_tok = cache.page_bytes_per_token
     needed = cache.request_bytes(longest) * b
     weights = weights + Range.exact(vllm.rotary_cache_bytes(spec, d))
-    marlin = vllm.mxfp4_marlin_padding_bytes(spec, stage.tensor) if w.precision.weights == "mxfp4" else 0
+    mxfp4 = w.precision.weights == "mxfp4"
+    marlin = vllm.mxfp4_padding_bytes(spec, stage.tensor, compute_capability) if mxfp4 else 0
     weights = weights + Range(0, marlin, marlin)
     forward, sampler = vllm.profile_activations(spec, stage.tensor, batched, seqs, d, stage.holds_head, version)
     activations = Range.spread(max(forward, sampler), *ACTIVATION_BAND_CUDA)
@@ -247,7 +243,7 @@ def vllm_stage(
         activations_bytes=activations.bytes,
         tensor=stage.tensor,
         page_bytes_per_token=per_tok,
-        block_tokens=block,
+        block_tokens=cache.block_tokens,
         request_bytes_max_len=None if cache.uniform else cache.request_bytes(inf.max_model_len),
         request_bytes_longest=None if cache.uniform else cache.request_bytes(longest),
         max_model_len=inf.max_model_len,
@@ -260,7 +256,8 @@ def vllm_stage(
     out.serving = plan = vllm.serving_plan(pool_in, needed)
     kv_value = Range.exact(needed)
     kv_note = (
-        f"paged KV the workload needs: {b} × {longest} tokens in blocks of {block}; {per_tok:,} B/token/device;"
+        f"paged KV the workload needs: {b} × {longest} tokens in blocks of {cache.block_tokens};"
+        f" {per_tok:,} B/token/device;"
         f" vLLM needs T ≥ {vllm.needed_device_memory(pool_in, needed) / GIB:,.2f} GiB (cudaMemGetInfo) to hold it"
     )
     if plan.kv_pool_bytes is not None:
@@ -284,8 +281,8 @@ def vllm_stage(
     out.notes["workspace"] = "CUDA graphs (captured after the KV cache); non-torch growth (lazily loaded modules)"
     if marlin:
         out.notes["weights"] = (
-            f"MXFP4 experts in vLLM's Marlin layout (intermediate padded to {vllm.MXFP4_MARLIN_INTERMEDIATE}, hidden to"
-            f" {vllm.MXFP4_MARLIN_HIDDEN}): +{marlin:,} B over the checkpoint; the low end is the Triton layout"
+            f"MXFP4 experts in vLLM's {vllm.mxfp4_layout(compute_capability)} layout: +{marlin:,} B over the"
+            " checkpoint; the low end is the Triton kernels' (no padding)"
         )
     out.transient_for_fragmentation = activations.bytes
     out.live_tensors = param_tensors(spec, stage.layers, fused_experts=True)

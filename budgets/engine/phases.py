@@ -46,7 +46,14 @@ def param_tensors(spec: ModelSpec, layers: int, fused_experts: bool = False) -> 
 
 
 def activation_shape(
-    spec: ModelSpec, stage: parallel.Stage, b: int, s: int, k: int, d: float, fp16_cuda: bool = False
+    spec: ModelSpec,
+    stage: parallel.Stage,
+    b: int,
+    s: int,
+    k: int,
+    d: float,
+    fp16_cuda: bool = False,
+    cuda: bool = False,
 ) -> act.Shape:
     """The tensor shapes of one layer on this stage: b sequences of s queries attending over k keys."""
     t = stage.tensor
@@ -63,6 +70,7 @@ def activation_shape(
         d=d,
         # softmax(dtype=float32) reads fp16 scores directly on CUDA; elsewhere it copies them first
         softmax_copy=not fp16_cuda,
+        cuda=cuda,
     )
 
 

@@ -13,17 +13,24 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
+from .engines import (
+    DEFAULT_ENGINE,
+    DEFAULT_TRAINING_FRAMEWORK,
+    ENGINES,
+    EngineName,
+    KvCacheLayout,
+    TrainingFramework,
+    engine,
+)
 from .models.checkpoint import CheckpointWeights, read_checkpoint
 from .models.hf_config import UnsupportedModelError, from_hf_config
 from .models.presets import close_preset_ids, load_presets
 from .models.spec import ModelSpec, from_architecture
-from .vllm import DEFAULT_VLLM_VERSION, default_gpu_memory_utilization
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
 # weights only: bitsandbytes NF4 (4-bit codes + an fp32 absmax per 64 weights), NVFP4 (fp4 + an fp8 scale per 16),
 # MXFP4 (fp4 + an e8m0 scale per 32) — dtypes.py
 WeightPrecision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "nvfp4", "mxfp4"]
-KvCacheLayout = Literal["paged", "contiguous", "dynamic"]
 FLOAT_PRECISIONS: tuple[Literal["fp32"], Literal["bf16"], Literal["fp16"]] = ("fp32", "bf16", "fp16")
 QUANTIZED_PRECISIONS = ("fp8", "int8", "int4", "nf4", "nvfp4", "mxfp4")
 
@@ -201,38 +208,41 @@ class InferenceSpec(_Section):
     max_input_tokens: int = Field(2048, ge=1, le=MAX_TOKENS, description="longest prompt, tokens")
     max_output_tokens: int = Field(512, ge=1, le=MAX_TOKENS, description="longest generated output, tokens")
     concurrent_sessions: int = Field(1, ge=1, le=MAX_SESSIONS, description="requests in flight together")
-    engine: Literal["vllm", "transformers", "generic"] = "vllm"
+    engine: EngineName = Field(DEFAULT_ENGINE, description="the serving engine (budgets/engine/engines.py)")
     kv_cache_layout: KvCacheLayout | None = Field(
-        None, description="default: paged for vllm, dynamic for transformers, contiguous for generic"
+        None,
+        description="default: the engine's ("
+        + ", ".join(f"{e.default_layout} for {n}" for n, e in ENGINES.items())
+        + ")",
     )
     kv_block_tokens: int = Field(16, ge=1, le=4096, description="paged layout only")
     gpu_memory_utilization: float | None = Field(
         None,
         gt=0.0,
         le=1.0,
-        description="vllm: fraction of device memory the engine claims; default by runtime.engine_version"
-        " (0.90 before vLLM 0.21, 0.92 from 0.21)",
+        description="engines with a preallocated KV pool: the fraction of device memory the engine claims; default"
+        " by engine and runtime.engine_version (vLLM: 0.90 before 0.21, 0.92 from 0.21)",
     )
     max_model_len: int | None = Field(
         None,
         ge=1,
         le=MAX_TOKENS,
-        description="vllm: the longest request the engine accepts (it must fit one at start-up);"
+        description="the longest request the engine accepts (a pool engine must fit one at start-up);"
         " default max_input_tokens + max_output_tokens",
     )
     max_num_seqs: int | None = Field(
         None,
         ge=1,
         le=MAX_SESSIONS,
-        description="vllm: requests per scheduler step; default by version and GPU class (1024 on ≥70 GiB"
+        description="requests per scheduler step; default by engine, version and GPU class (vLLM: 1024 on ≥70 GiB"
         " non-A100 GPUs, else 256)",
     )
     max_num_batched_tokens: int | None = Field(
         None,
         ge=1,
         le=MAX_TOKENS,
-        description="vllm: tokens per scheduler step (the profiling batch); default by version and GPU class"
-        " (8192 on ≥70 GiB non-A100 GPUs, 16384 on ≥160 GiB from 0.33, else 2048)",
+        description="tokens per scheduler step (the profiling batch); default by engine, version and GPU class"
+        " (vLLM: 8192 on ≥70 GiB non-A100 GPUs, 16384 on ≥160 GiB from 0.33, else 2048)",
     )
 
     @field_validator("max_model_len")
@@ -256,13 +266,13 @@ class InferenceSpec(_Section):
 
     @model_validator(mode="after")
     def _defaults(self) -> InferenceSpec:
+        serving = engine(self.engine)
         if self.kv_cache_layout is None:
-            layouts: dict[str, KvCacheLayout] = {"vllm": "paged", "transformers": "dynamic", "generic": "contiguous"}
-            self.kv_cache_layout = layouts[self.engine]
+            self.kv_cache_layout = serving.default_layout
         if self.max_input_tokens + self.max_output_tokens > MAX_TOKENS:
             raise ValueError(f"max_input_tokens + max_output_tokens must be at most {MAX_TOKENS}")
-        if self.engine == "vllm" and self.kv_cache_layout != "paged":
-            raise ValueError("engine 'vllm' uses kv_cache_layout 'paged'")
+        if self.kv_cache_layout not in serving.layouts:
+            raise ValueError(f"engine {serving.name!r} uses kv_cache_layout {' or '.join(map(repr, serving.layouts))}")
         if self.max_model_len is None:
             self.max_model_len = self.max_request_tokens
         return self
@@ -305,16 +315,17 @@ class TrainingSpec(_Section):
         description="chunks the output projection and cross-entropy run in, one chunk's fp32 upcast at a time:"
         " 1 = transformers' whole-logits ForCausalLMLoss; torchtune's CEWithChunkedOutputLoss uses 8",
     )
-    optimizer_impl: Literal["foreach", "fused", "for_loop"] = Field(
-        "foreach",
-        description="torch.optim's implementation of the step (AdamW): foreach, the default on CUDA (torch 2.13"
-        " torch/optim/optimizer.py:161-186 `_default_to_fused_or_foreach`), holds one parameter-sized"
-        " temporary (`_foreach_sqrt(exp_avg_sqs)`, adam.py:790); fused=True (`_fused_adamw_`, adam.py:877)"
-        " none; foreach=False (`_single_tensor_adam`) two copies of the largest tensor (`exp_avg_sq.sqrt() /"
-        " bias_correction2_sqrt`, adam.py:544); other optimizers keep their own step",
+    optimizer_impl: Literal["foreach", "fused", "for_loop"] | None = Field(
+        None,
+        description="torch.optim's implementation of the step (AdamW): foreach holds one parameter-sized"
+        " temporary (`_foreach_sqrt(exp_avg_sqs)`, torch 2.13 adam.py:790); fused=True (`_fused_adamw_`,"
+        " adam.py:877) none; foreach=False (`_single_tensor_adam`) two copies of the largest tensor"
+        " (`exp_avg_sq.sqrt() / bias_correction2_sqrt`, adam.py:544); other optimizers keep their own step."
+        " Default (null): as torch picks it for the device (optimizer.py:161-186 `_default_to_fused_or_foreach`:"
+        " foreach on cuda, the for-loop on cpu), the range covering the other two; the budget names it",
     )
-    framework: Literal["transformers", "litgpt"] = Field(
-        "transformers",
+    framework: TrainingFramework = Field(
+        DEFAULT_TRAINING_FRAMEWORK,
         description="the training code whose layers are modelled: transformers (+ peft for LoRA), or lit-gpt"
         " (commit 8641822: fused qkv, RMSNorm in the compute dtype, LM head in 128-position chunks); the"
         " budget names its implementation profile",
@@ -477,14 +488,12 @@ def _apply_checkpoint(model: ModelRef, precision: PrecisionSpec) -> None:
 
 
 def _resolve_engine_defaults(inference: InferenceSpec, runtime: RuntimeSpec) -> None:
-    """vLLM's version decides the utilization default; other engines keep the plain 0.9."""
-    if inference.engine == "vllm":
-        if runtime.engine_version is None:
-            runtime.engine_version = DEFAULT_VLLM_VERSION
-        if inference.gpu_memory_utilization is None:
-            inference.gpu_memory_utilization = default_gpu_memory_utilization(runtime.engine_version)
-    elif inference.gpu_memory_utilization is None:
-        inference.gpu_memory_utilization = 0.9
+    """The engine's release and its utilization default where the workload states none."""
+    serving = engine(inference.engine)
+    if runtime.engine_version is None and serving.default_version is not None:
+        runtime.engine_version = serving.default_version
+    if inference.gpu_memory_utilization is None:
+        inference.gpu_memory_utilization = serving.default_utilization(runtime.engine_version)
 
 
 def workload_json_schema() -> dict[str, Any]:

@@ -45,7 +45,8 @@ class _ModelStates:
     per_param_optimizer: float
     optimizer_shards: int
     optimizer: Range
-    step_temp: float  # what the optimizer step allocates beyond its states (by implementation)
+    optimizer_impl: str  # the step's implementation: as given, else torch's default for the device
+    step_temp: Range  # what the optimizer step allocates beyond its states; not given: over the implementations
 
 
 @dataclass(slots=True)
@@ -71,8 +72,9 @@ def training_stage(
     spec, t, prec = w.spec, w.training, w.precision
     d = nbytes(prec.compute or "bf16")
     lo, hi = activation_band(w.runtime.device)
-    fp16_cuda = w.runtime.device == "cuda" and (prec.compute or "bf16") == "fp16"
-    x = activation_shape(spec, stage, t.micro_batch_size, t.sequence_length, t.sequence_length, d, fp16_cuda)
+    cuda = w.runtime.device == "cuda"
+    fp16_cuda = cuda and (prec.compute or "bf16") == "fp16"
+    x = activation_shape(spec, stage, t.micro_batch_size, t.sequence_length, t.sequence_length, d, fp16_cuda, cuda)
     params = _trainable(w, spec, stage, layer_p, emb_p, head_p, total_params, d)
     states = _model_states(w, spec, stage, params.trainable)
     compiled = _Compiled(_compiled(w, spec, stage, x), _compiled_loss(w, stage))
@@ -119,7 +121,7 @@ def training_stage(
         "weights": weights,
         "optimizer_state": optimizer,
         "gradients": states.grads,
-        "workspace": Range.exact(states.step_temp),
+        "workspace": states.step_temp,
         "activations": batch,
     }
     out.notes.update(_notes(w, stage, params, states, compiled))
@@ -211,13 +213,20 @@ def _model_states(w: Workload, spec: ModelSpec, stage: parallel.Stage, trainable
     # AdamW-step ranges (round 4): low counts no `step` scalars, since `param_tensors` is only an upper
     # bound (fused experts / projections, LayerNorm models: up to 184 tensors, 736 B, too many measured)
     optimizer = Range(opt_bytes - step_scalars, opt_bytes, opt_bytes)
-    step_temp = (
-        tr.optimizer_step_transient(
-            t.optimizer, t.optimizer_impl, prec.weights, prec.master_weights, trainable, _largest_tensor(w, stage)
-        )
+    largest = _largest_tensor(w, stage)
+    step = {
+        impl: tr.optimizer_step_transient(t.optimizer, impl, prec.weights, prec.master_weights, trainable, largest)
         / o_shards
+        for impl in tr.OPTIMIZER_IMPLS
+    }
+    impl = t.optimizer_impl or tr.default_optimizer_impl(w.runtime.device)
+    # an implementation the workload leaves to torch is its device default; the range covers the others
+    step_temp = (
+        Range.exact(step[impl])
+        if t.optimizer_impl
+        else Range(int(min(step.values())), int(step[impl]), int(max(step.values())))
     )
-    return _ModelStates(grad_prec, g_shards, grads_full, grads, per_param_opt, o_shards, optimizer, step_temp)
+    return _ModelStates(grad_prec, g_shards, grads_full, grads, per_param_opt, o_shards, optimizer, impl, step_temp)
 
 
 def _largest_tensor(w: Workload, stage: parallel.Stage) -> float:
@@ -289,6 +298,8 @@ def _forward_saved(
     # sliding SDPA layer saves its converted (additive, dtype d) copy of the bool mask for backward
     # the training step passes no 2D attention mask (labels only): a sliding bool mask is batch-broadcast
     mask, sliding_mask_copy = act.attention_masks(spec, x, attention, s, batch_broadcast=True)
+    if act.sdpa_math_path(spec, attention, x.cuda):
+        sliding_mask_copy = 0  # the math path adds the converted mask to the scores and keeps neither
     sliding_layers = round(spec.num_sliding_layers * stage.layers / spec.num_layers) if spec.num_layers else 0
     if mode == "none" and sliding_mask_copy:
         saved_layers += sliding_mask_copy * sliding_layers * stage.in_flight_microbatches
@@ -297,9 +308,15 @@ def _forward_saved(
     # `saved_layers`); a bf16/fp16 RMSNorm saves its fp32 upcast and a learned-position LayerNorm model
     # saves the sum with the position embeddings, so there it is a separate tensor that lives only
     # through the forward. With full checkpointing it is layer 0's checkpoint input.
-    embed_saved_by_norm = (spec.norm == "rms" and d >= 4) or (spec.norm == "layer" and not spec.learned_positions)
+    # An embedding dropout (transformers' GPT-2 `drop`, GPT-NeoX `emb_dropout`; lit-gpt has none) hands
+    # layer 0 its output instead, and keeps its mask until the embedding's backward.
+    embedding_dropout = spec.embedding_dropout > 0 and stage.holds_embedding and w.training.framework == "transformers"
+    embed_saved_by_norm = not embedding_dropout and (
+        (spec.norm == "rms" and d >= 4) or (spec.norm == "layer" and not spec.learned_positions)
+    )
     # under torch.compile layer 0's norm saves it in the compute dtype (in `saved_layers`)
     embed_out = x.tokens * x.h * d if (mode != "full" and not embed_saved_by_norm and not compiled) else 0
+    embedding_mask = x.tokens * x.h * act.dropout_mask_bytes(d, x.cuda) if embedding_dropout else 0
     # training forward: position_ids = cache_position.unsqueeze(0), so cos/sin (or the learned position
     # embeddings) have batch 1 (modeling_llama.LlamaModel.forward); the rope muls save cos and sin,
     # so they stay alive into backward
@@ -307,9 +324,10 @@ def _forward_saved(
     # compiled: cos/sin are recomputed in backward from inv_freq, not saved
     kept_positions = 0 if (spec.learned_positions or compiled) else positions
     model_level = positions + s * 8 + mask + act.unread_masks(spec, x, attention, s, batch_broadcast=True)
+    model_level += embedding_mask
     # with full checkpointing the masks and cos/sin are inputs of every checkpointed layer, so
     # torch.utils.checkpoint keeps them until that layer's backward
-    kept_model_level = kept_positions + (mask if mode == "full" else 0)
+    kept_model_level = kept_positions + (mask if mode == "full" else 0) + embedding_mask
     return saved_layers, embed_out, model_level, kept_model_level, sliding_mask_copy
 
 
@@ -434,8 +452,13 @@ def _notes(
     assert w.training is not None
     t, prec = w.training, w.precision
     notes: dict[str, str] = {}
-    if states.step_temp:
-        notes["workspace"] = f"optimizer step: {t.optimizer} ({t.optimizer_impl}) temporary {int(states.step_temp):,} B"
+    if states.step_temp.high:
+        temp = states.step_temp
+        notes["workspace"] = f"optimizer step: {t.optimizer} ({states.optimizer_impl}) temporary {temp.bytes:,} B" + (
+            f" (torch's default on {w.runtime.device}; {temp.low:,}–{temp.high:,} B over foreach, fused, for-loop)"
+            if t.optimizer_impl is None
+            else ""
+        )
     grad_note = f"{params.trainable:,} trainable parameters × {nbytes(states.grad_prec):g} B ({states.grad_prec})" + (
         f" / {states.grad_shards} (ZeRO-{stage.zero_stage})" if states.grad_shards > 1 else ""
     )
@@ -472,3 +495,31 @@ def _compile_note(w: Workload, compiled: _Compiled) -> str:
         loss + "; torch.compile not modelled for these layers (QLoRA, LoRA dropout, MoE, fused or eager-attention"
         " layers): eager layers"
     )
+
+
+def dropout_assumption(w: Workload) -> str:
+    """The budget's line naming the dropout settings it read, their values and where each came from."""
+    assert w.training is not None and w.model is not None
+    spec = w.spec
+    if w.training.framework != "transformers":
+        return "dropout: none (lit-gpt's layers run no dropout: SDPA with dropout_p=0.0, model.py:251)"
+    if not spec.dropout_read:
+        if w.model.architecture is not None:
+            return "dropout: none (a given architecture carries no dropout settings)"
+        return f"dropout: not read for model_type {spec.model_type!r}; budgeted as if no dropout runs"
+    line = "dropout read from the model config: " + spec.dropout_read
+    if not (spec.attention_dropout or spec.hidden_dropout or spec.embedding_dropout):
+        return line + "; all 0: no dropout runs"
+    cuda = w.runtime.device == "cuda"
+    line += "; each dropout keeps its mask for backward (" + ("a bool mask" if cuda else "its noise, compute dtype")
+    line += ")"
+    if spec.attention_dropout and w.runtime.attention == "eager":
+        line += "; eager attention keeps the dropout's mask and output per score"
+    elif spec.attention_dropout and act.sdpa_math_path(spec, w.runtime.attention, cuda):
+        line += (
+            "; attention dropout takes SDPA off its fused CPU kernel onto the math path: three fp32 score-sized"
+            " tensors and fp32 q, k, v per layer"
+        )
+    elif spec.attention_dropout:
+        line += "; SDPA's fused CUDA kernels take the dropout themselves (a seed and offset, no mask; not measured)"
+    return line

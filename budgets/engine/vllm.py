@@ -262,6 +262,10 @@ class CacheLayout:
     (Mamba / linear-attention) layer one page per request (:217-239). Chunked local attention is cached as full
     attention: the hybrid allocator is off for chunked models by default (vllm-0.11.0/config/__init__.py:519-529).
 
+    Hybrids with recurrent layers share one page size (vllm-0.11.0/model_executor/models/config.py:345-394): the
+    attention block grows to `16 × cdiv(state page, 16 × attention bytes per token)` tokens and each state page is
+    padded to that attention page.
+
     The pool's reported size ("GPU KV cache size: N tokens", kv_cache_utils.py:1080-1087) counts every layer on
     the rank as one attention page: page bytes per token = layers × the largest per-layer page per token."""
 
@@ -270,7 +274,7 @@ class CacheLayout:
     first: int
     layers: int
     precision: str
-    block: int
+    block: int  # the workload's kv_block_tokens
     batched: int
 
     @property
@@ -283,26 +287,47 @@ class CacheLayout:
         return all(m.kind in ("full", "mla", "chunked", "none") for m, _ in self.mixers)
 
     @property
+    def _attention_per_token(self) -> float:
+        """Bytes per token of one attention layer (the largest), the unit of every page."""
+        d = nbytes(self.precision)
+        return max((m.kv_elements_per_token(self.tensor) * d for m, _ in self.mixers), default=0.0)
+
+    @property
+    def _state_page(self) -> float:
+        d = nbytes(self.precision)
+        return max((m.state_elements_per_sequence(self.tensor) * d for m, _ in self.mixers), default=0.0)
+
+    @property
+    def block_tokens(self) -> int:
+        """The attention block size vLLM runs with: raised for hybrids so one page holds a recurrent state."""
+        per_token, state = self._attention_per_token, self._state_page
+        if not state or not per_token:
+            return self.block
+        return max(self.block, 16 * math.ceil(state / (16 * per_token)))
+
+    @property
     def page_bytes_per_token(self) -> int:
         d = nbytes(self.precision)
-        per_layer = [m.kv_elements_per_token(self.tensor) * d for m, _ in self.mixers]
         if self.uniform:
-            return int(sum(p * n for p, (_, n) in zip(per_layer, self.mixers, strict=True)))
+            return int(sum(m.kv_elements_per_token(self.tensor) * d * n for m, n in self.mixers))
         caching = sum(n for m, n in self.mixers if m.kind != "none")
-        return int(max(per_layer, default=0) * caching)
+        return int(self._attention_per_token * caching)
 
     def request_bytes(self, tokens: int) -> int:
         """Bytes of the pool one request of `tokens` positions holds on this rank."""
         d = nbytes(self.precision)
+        block = self.block_tokens
+        padded_state = block * self._attention_per_token if self._state_page and self._attention_per_token else None
         total = 0.0
         for m, n in self.mixers:
-            per_block = m.kv_elements_per_token(self.tensor) * d * self.block
+            per_block = m.kv_elements_per_token(self.tensor) * d * block
             if m.kind == "sliding" and m.window:
-                blocks = math.ceil(min(m.window - 1 + self.batched, tokens) / self.block) + 1
+                blocks = math.ceil(min(m.window - 1 + self.batched, tokens) / block) + 1
             else:
-                blocks = math.ceil(tokens / self.block)
+                blocks = math.ceil(tokens / block)
             total += per_block * blocks * n
-            total += m.state_elements_per_sequence(self.tensor) * d * n
+            if m.kind in ("linear", "mamba"):
+                total += (padded_state or m.state_elements_per_sequence(self.tensor) * d) * n
         return int(total)
 
 
@@ -313,16 +338,28 @@ class CacheLayout:
 # blog.huikang.dev 2025-12-28, 0.11.2) — the Marlin layout, so the expected figure; Triton's is the low end
 MXFP4_MARLIN_INTERMEDIATE = 128
 MXFP4_MARLIN_HIDDEN = 256
+MXFP4_FLASHINFER = 256  # compute capability 10 (SM100 FlashInfer): both widths to a multiple of 256 (:185-227)
 MXFP4_BYTES_PER_ELEMENT = 0.5 + 1 / 32  # two fp4 codes per byte + an e8m0 scale per 32
 
 
-def mxfp4_marlin_padding_bytes(spec: ModelSpec, tensor: int) -> int:
-    """What Marlin's padding adds to a rank's MXFP4 expert weights (gate_up, down, and their biases)."""
+def mxfp4_layout(compute_capability: tuple[int, int] | None) -> str:
+    """The kernel whose layout vLLM keeps MXFP4 experts in: FlashInfer on compute capability 10, Marlin below
+    (the Triton kernels, without padding, only when `triton_kernels` is installed: the low end)."""
+    if compute_capability is not None and compute_capability[0] == 10:
+        return f"FlashInfer (both widths padded to {MXFP4_FLASHINFER})"
+    return f"Marlin (intermediate padded to {MXFP4_MARLIN_INTERMEDIATE}, hidden to {MXFP4_MARLIN_HIDDEN})"
+
+
+def mxfp4_padding_bytes(spec: ModelSpec, tensor: int, compute_capability: tuple[int, int] | None = None) -> int:
+    """What the kernel's padding adds to a rank's MXFP4 expert weights (gate_up, down, and their biases)."""
     if not spec.is_moe:
         return 0
+    flashinfer = compute_capability is not None and compute_capability[0] == 10
+    multiple_i = MXFP4_FLASHINFER if flashinfer else MXFP4_MARLIN_INTERMEDIATE
+    multiple_h = MXFP4_FLASHINFER if flashinfer else MXFP4_MARLIN_HIDDEN
     h, inter = spec.hidden_size, math.ceil(spec.expert_intermediate_size / tensor)
-    inter_p = -(-inter // MXFP4_MARLIN_INTERMEDIATE) * MXFP4_MARLIN_INTERMEDIATE
-    h_p = -(-h // MXFP4_MARLIN_HIDDEN) * MXFP4_MARLIN_HIDDEN
+    inter_p = -(-inter // multiple_i) * multiple_i
+    h_p = -(-h // multiple_h) * multiple_h
     matrices = (3 * inter_p * h_p - 3 * inter * h) * MXFP4_BYTES_PER_ELEMENT
     biased = any(g.name.endswith("experts.bias") for g in spec.weight_groups)
     biases = (2 * (inter_p - inter) + (h_p - h)) * 2 if biased else 0  # bf16 gate_up and down biases

@@ -22,17 +22,20 @@ def test_holdout_and_tuning_sets_are_disjoint_and_cover_cases():
     round3 = _names(cases.HOLDOUT_ROUND3_CASES)
     round4 = _names(cases.ROUND4_CASES)
     round5 = _names(cases.ROUND5_CASES)
+    round8 = _names(cases.ROUND8_CASES)
     tuning = _names(cases.TUNING_CASES)
     holdout = _names(cases.HOLDOUT_CASES)
-    # tuning set = the 17 original cases + the round-1 to round-5 hold-outs (each moved up after its
-    # first comparison in HOLDOUT.md), in that order
-    assert (len(round1), len(round2), len(round3), len(round4), len(round5)) == (11, 11, 12, 126, 126)
-    assert tuning == original + round1 + round2 + round3 + round4 + round5
-    assert len(set(tuning)) == 303
-    # rounds 6 and 7 hold-out: one run per path per model type on new configs, none shared with tuning; round 10:
-    # two runs per family read per layer
-    assert holdout == _names(cases.round6_cases()) + _names(cases.round7_cases()) + _names(cases.round10_cases())
-    assert len(set(holdout)) == len(holdout) == 56 + 56 + 52
+    # tuning set = the 17 original cases + the round-1 to round-5 and round-8 hold-outs (each moved up after its
+    # first comparison in HOLDOUT.md), in that order; round 8: the optimizer's device default, config dropouts
+    sizes = (len(round1), len(round2), len(round3), len(round4), len(round5), len(round8))
+    assert sizes == (11, 11, 12, 126, 126, 11)
+    assert tuning == original + round1 + round2 + round3 + round4 + round5 + round8
+    assert len(set(tuning)) == 314
+    # rounds 6 and 7 hold-out: one run per path per model type on new configs, none shared with tuning;
+    # round 9: round 8's mechanisms on new models and paths; round 10: two runs per family read per layer
+    rounds_6_7 = _names(cases.round6_cases()) + _names(cases.round7_cases())
+    assert holdout == rounds_6_7 + _names(cases.round9_cases()) + _names(cases.round10_cases())
+    assert len(set(holdout)) == len(holdout) == 56 + 56 + 10 + 52
     assert not set(tuning) & set(holdout)
     assert _names(cases.CASES) == tuning + holdout
     assert all(cases.is_holdout(n) for n in holdout)
@@ -115,7 +118,7 @@ def test_rounds_6_and_7_take_every_path_of_every_model_type_once_with_both_preci
 
 
 def test_round7_trains_with_sgd_on_models_and_batches_no_earlier_round_used():
-    earlier = cases.TUNING_CASES + cases.ROUND6_CASES
+    earlier = cases.TUNING_CASES[: -len(cases.ROUND8_CASES)] + cases.ROUND6_CASES
     shapes = {json.dumps(w["model"]["hf_config"], sort_keys=True) for w in earlier}
     for w in cases.ROUND7_CASES:
         assert json.dumps(w["model"]["hf_config"], sort_keys=True) not in shapes
@@ -153,6 +156,7 @@ def test_holdout_cases_use_only_what_the_harness_runs():
             assert t["optimizer"] in ("adamw", "sgd", "sgd_momentum")
             assert t["activation_checkpointing"] in ("none", "full")
             assert t["method"] == "full"
+            assert t.get("optimizer_impl") in (None, "foreach", "for_loop", "fused")
         else:
             assert w["inference"]["kv_cache_layout"] in ("dynamic", "contiguous")
             assert w["inference"]["engine"] == "transformers"
@@ -174,14 +178,61 @@ def test_report_shows_each_set_and_overall():
     from benchmarks.accuracy.__main__ import load_results, report
 
     text, _ = report(load_results())
-    assert "### Tuning set (303 cases" in text
+    assert "### Tuning set (314 cases" in text
     assert "### Round-6 hold-out (" in text
     assert "Round-6 hold-out: median |error|" in text
     assert "### Round-7 hold-out (56 cases" in text
     assert "Round-7 hold-out: median |error|" in text
+    assert "### Round-9 hold-out (10 cases" in text
     assert "### Round-10 hold-out (52 cases" in text
     assert "Round-10 hold-out: median |error|" in text
     assert "- All cases: median |error|" in text
+
+
+def test_round8_leaves_the_optimizer_to_torch_or_turns_dropouts_on():
+    def dropouts(w):
+        cfg = w["model"]["hf_config"]
+        keys = ("attn_pdrop", "resid_pdrop", "embd_pdrop", "dropout", "attention_dropout", "hidden_dropout")
+        return {k: cfg[k] for k in keys if k in cfg}
+
+    training = [w["training"] for w in cases.ROUND8_CASES]
+    assert {t["optimizer"] for t in training} == {"adamw", "sgd_momentum"}
+    default = [w for w in cases.ROUND8_CASES if "optimizer_impl" not in w["training"]]
+    assert len({w["model"]["hf_config"]["model_type"] for w in default}) == 3
+    assert all(not any(dropouts(w).values()) for w in default)
+    with_dropout = [w for w in cases.ROUND8_CASES if "dropout" in w["name"] and "nodropout" not in w["name"]]
+    # GPT-2 and OPT leave their dropout keys out (library defaults 0.1), the others set them
+    assert {w["model"]["hf_config"]["model_type"] for w in with_dropout} == {"gpt2", "opt", "gpt_neox", "llama", "phi3"}
+    assert all(w["training"]["optimizer_impl"] == "foreach" for w in with_dropout)
+
+
+def test_rounds_1_to_7_state_the_foreach_optimizers_they_ran():
+    earlier = cases.TUNING_CASES[: -len(cases.ROUND8_CASES)] + cases.ROUND6_CASES + cases.ROUND7_CASES
+    assert {w["training"]["optimizer_impl"] for w in earlier if w["task"] == "training"} == {"foreach"}
+
+
+def test_round9_runs_round8s_mechanisms_on_models_no_earlier_round_used():
+    earlier = cases.TUNING_CASES + cases.ROUND6_CASES + cases.ROUND7_CASES
+    shapes = {json.dumps(w["model"]["hf_config"], sort_keys=True) for w in earlier}
+    for w in cases.ROUND9_CASES:
+        assert w["task"] == "training"
+        assert json.dumps(w["model"]["hf_config"], sort_keys=True) not in shapes
+        cfg, t = w["model"]["hf_config"], w["training"]
+        keys = ("attn_pdrop", "resid_pdrop", "embd_pdrop", "dropout", "attention_dropout", "hidden_dropout")
+        dropout = cfg["model_type"] in ("gpt2", "opt") or any(cfg.get(k) for k in keys)
+        assert dropout or "optimizer_impl" not in t  # each case runs at least one of the two mechanisms
+    assert len({w["model"]["hf_config"]["model_type"] for w in cases.ROUND9_CASES}) == 10
+
+
+@pytest.mark.parametrize(
+    ("impl", "runs"), [(None, "for_loop"), ("foreach", "foreach"), ("for_loop", "for_loop"), ("fused", "fused")]
+)
+def test_the_harness_runs_the_stated_optimizer_or_torchs_cpu_default(impl, runs):
+    torch = pytest.importorskip("torch")
+    from benchmarks.accuracy.measure import make_optimizer, resolved_optimizer_impl
+
+    params = list(torch.nn.Linear(4, 4).parameters())
+    assert resolved_optimizer_impl(make_optimizer("adamw", params, impl), params) == runs
 
 
 # --- round 10: the families read per layer ------------------------------------------------------------------------

@@ -15,6 +15,9 @@ from typing import Any
 
 import pytest
 
+from budgets.engine.models.presets import load_presets
+from tests.documents import with_value
+
 pytestmark = pytest.mark.django_db
 
 CONFIGS = Path(__file__).resolve().parents[1] / "engine" / "data" / "hf_configs"
@@ -36,43 +39,17 @@ QWEN2_MOE = {
     "num_experts_per_tok": 2,
     "vocab_size": 1000,
 }
-GEMMA3 = {
-    "model_type": "gemma3_text",
-    "hidden_size": 256,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 1,
-    "head_dim": 64,
-    "intermediate_size": 512,
-    "vocab_size": 1000,
-    "sliding_window": 512,
-}
-GPT2 = {"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 4, "n_positions": 512, "vocab_size": 1000}
-PHI3 = {
-    "model_type": "phi3",
-    "hidden_size": 256,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "intermediate_size": 512,
-    "vocab_size": 1000,
-}
-MISTRAL = {**PHI3, "model_type": "mistral", "num_key_value_heads": 2}
+PRESETS = load_presets()
+GEMMA3 = dict(PRESETS["gemma-3-1b"].config)  # gemma3_text
+GPT2 = dict(PRESETS["gpt2"].config)
+PHI3 = dict(PRESETS["phi-3-mini-4k"].config)
+MISTRAL = dict(PRESETS["mistral-7b-v0.1"].config)
 
 
 def _finite(config: dict[str, Any]) -> dict[str, Any]:
     """The config without its non-finite floats (Nemotron-H's time_step_limit [0.0, Infinity]): JSON has no
     Infinity, so a client sends such a config without them."""
     return {k: v for k, v in config.items() if "Infinity" not in json.dumps(v)}
-
-
-def _nested(config: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
-    out = json.loads(json.dumps(config))
-    *parents, leaf = path.split(".")
-    node = out
-    for key in parents:
-        node = node[key]
-    node[leaf] = value
-    return out
 
 
 CASES: list[tuple[str, dict[str, Any], str]] = [
@@ -85,32 +62,32 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("negative vocab_size", {**GPT2, "vocab_size": -5}, "vocab_size"),
     ("qwen2_moe mlp_only_layers of strings", {**QWEN2_MOE, "mlp_only_layers": ["0"]}, "mlp_only_layers"),
     ("gemma3 sliding_window_pattern 0", {**GEMMA3, "sliding_window_pattern": 0}, "sliding_window_pattern"),
-    ("deepseek_v3 kv_lora_rank 10^12", _nested(_real("deepseek-v3"), "kv_lora_rank", 10**12), "kv_lora_rank"),
-    ("gpt_oss 10^9 experts", _nested(_real("gpt-oss-20b"), "num_local_experts", 10**9), "num_local_experts"),
-    ("gpt_oss layer_types unknown kind", _nested(_real("gpt-oss-20b"), "layer_types", ["warp"] * 24), "layer_types"),
+    ("deepseek_v3 kv_lora_rank 10^12", with_value(_real("deepseek-v3"), "kv_lora_rank", 10**12), "kv_lora_rank"),
+    ("gpt_oss 10^9 experts", with_value(_real("gpt-oss-20b"), "num_local_experts", 10**9), "num_local_experts"),
+    ("gpt_oss layer_types unknown kind", with_value(_real("gpt-oss-20b"), "layer_types", ["warp"] * 24), "layer_types"),
     (
         "qwen3_next 10^12 linear heads",
-        _nested(_real("qwen3-next-80b-a3b"), "linear_num_value_heads", 10**12),
+        with_value(_real("qwen3-next-80b-a3b"), "linear_num_value_heads", 10**12),
         "linear_num_value_heads",
     ),
     (
         "nemotron_h pattern of other letters",
-        _nested(_finite(_real("nemotron-h-56b")), "hybrid_override_pattern", "X" * 118),
+        with_value(_finite(_real("nemotron-h-56b")), "hybrid_override_pattern", "X" * 118),
         "hybrid_override_pattern",
     ),
     (
         "nemotron-nas ffn_mult 1e308",
-        _nested(
+        with_value(
             _real("llama-3.3-nemotron-super-49b-v1"),
             "block_configs",
             [{"attention": {"no_op": True}, "ffn": {"ffn_mult": 1e308}}] * 80,
         ),
         "ffn_mult",
     ),
-    ("llama4 text_config a list", _nested(_real("llama-4-scout"), "text_config", [1, 2]), "text_config"),
+    ("llama4 text_config a list", with_value(_real("llama-4-scout"), "text_config", [1, 2]), "text_config"),
     (
         "quantization group_size 0",
-        _nested(_real("qwen3-32b-fp8"), "quantization_config", {"quant_method": "awq", "bits": 4, "group_size": 0}),
+        with_value(_real("qwen3-32b-fp8"), "quantization_config", {"quant_method": "awq", "bits": 4, "group_size": 0}),
         "group_size",
     ),
 ]

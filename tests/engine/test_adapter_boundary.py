@@ -50,3 +50,21 @@ def test_no_model_type_name_outside_the_hf_adapter() -> None:
 def test_the_boundary_test_finds_a_name_where_one_is() -> None:
     adapter = ROOT / "budgets" / "engine" / "models" / "hf_config.py"
     assert any(value in NAMES for _, value in _string_literals(adapter))
+
+
+def test_no_engine_name_in_the_general_schema_plans_or_verdicts() -> None:
+    """Engines are asked through their registry (budgets/engine/engines.py), never named in general code."""
+    from budgets.engine.engines import ENGINES
+
+    general = (
+        ROOT / "budgets" / "engine" / "schema.py",
+        ROOT / "recommendations" / "plans.py",
+        ROOT / "recommendations" / "verdicts.py",
+    )
+    found = [
+        f"{path.relative_to(ROOT)}:{line} {value!r}"
+        for path in general
+        for line, value in _string_literals(path)
+        if value in ENGINES or value == "vllm_need"
+    ]
+    assert not found, "engine names in general code:\n" + "\n".join(found)

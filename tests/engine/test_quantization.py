@@ -29,6 +29,7 @@ Published sizes (bytes unless said; GB = 10^9 B, GiB = 2^30 B):
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -186,6 +187,15 @@ GPTQ_4 = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": Fals
 BNB_NF4 = {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}
 BNB_8 = {"quant_method": "bitsandbytes", "load_in_8bit": True}
 MODELOPT_FP8 = {"quant_method": "modelopt", "quant_algo": "FP8", "exclude_modules": ["lm_head"]}
+
+
+def _ct_weights(**weights: Any) -> dict[str, Any]:
+    """CT_W4A16 with one Linear config group whose weights are `weights`."""
+    return _ct_weights_raw(weights)
+
+
+def _ct_weights_raw(weights: Any) -> dict[str, Any]:
+    return {**CT_W4A16, "config_groups": {"g": {"targets": ["Linear"], "weights": weights}}}
 
 
 def hf_params_to_bytes(published_total, published_base_total, quantized_elements, scale_bytes):
@@ -639,22 +649,22 @@ BAD_CONFIGS = [
     ("ct-target-regex", {**CT_W4A16, "config_groups": {"g": {"targets": ["re:("]}}}, "config_groups.g.targets[0] is"),
     (
         "ct-num-bits",
-        {**CT_W4A16, "config_groups": {"g": {"targets": ["Linear"], "weights": {"num_bits": 0}}}},
+        _ct_weights(num_bits=0),
         "config_groups.g.weights.num_bits must be an integer from 1 to 32",
     ),
     (
         "ct-type",
-        {**CT_W4A16, "config_groups": {"g": {"targets": ["Linear"], "weights": {"type": "posit"}}}},
+        _ct_weights(type="posit"),
         "config_groups.g.weights.type must be one of",
     ),
     (
         "ct-strategy",
-        {**CT_W4A16, "config_groups": {"g": {"targets": ["Linear"], "weights": {"strategy": "row"}}}},
+        _ct_weights(strategy="row"),
         "config_groups.g.weights.strategy must be one of",
     ),
     (
         "ct-group-size",
-        {**CT_W4A16, "config_groups": {"g": {"targets": ["Linear"], "weights": {"strategy": "group"}}}},
+        _ct_weights(strategy="group"),
         "config_groups.g.weights.group_size must be a positive integer",
     ),
     (
@@ -673,27 +683,27 @@ BAD_CONFIGS = [
     ),
     (
         "ct-dynamic",
-        {**CT_W4A16, "config_groups": {"g": {"targets": ["Linear"], "weights": {"dynamic": "always"}}}},
+        _ct_weights(dynamic="always"),
         "config_groups.g.weights.dynamic must be true, false or 'local'",
     ),
     (
         "ct-actorder",
-        {**CT_W4A16, "config_groups": {"g": {"targets": ["Linear"], "weights": {"actorder": "group"}}}},
+        _ct_weights(actorder="group"),
         "config_groups.g.weights.actorder requires strategy 'group'",
     ),
     (
         "ct-symmetric",
-        {**CT_W4A16, "config_groups": {"g": {"targets": ["Linear"], "weights": {"symmetric": 0}}}},
+        _ct_weights(symmetric=0),
         "config_groups.g.weights.symmetric must be true or false",
     ),
     (
         "ct-args",
-        {**CT_W4A16, "config_groups": {"g": {"targets": ["Linear"], "weights": 4}}},
+        _ct_weights_raw(4),
         "config_groups.g.weights must be an object",
     ),
     (
         "ct-pack-float",
-        {**CT_W4A16, "config_groups": {"g": {"targets": ["Linear"], "weights": {"type": "float"}}}},
+        _ct_weights(type="float"),
         "config_groups.g.weights.type must be 'int' for format 'pack-quantized'",
     ),
     (

@@ -489,6 +489,13 @@ def _nn() -> Any:
             self.lm_head = (
                 None if spec.tie_word_embeddings else nn.Linear(e, spec.vocab_size, bias=spec.lm_head_bias, dtype=dtype)
             )
+            # a multimodal model's towers, held as one block: loaded with the model, never run by text requests
+            # (the engine counts their weights, not their activations); frozen, so no gradient or optimizer state
+            self.towers = (
+                nn.Parameter(torch.empty(spec.tower_params, dtype=dtype), requires_grad=False)
+                if spec.tower_params
+                else None
+            )
             if spec.learned_positions:
                 self.inv_freq = None
             else:

@@ -37,6 +37,7 @@ class Shape:
     # softmax(x, dtype=float32) of a half-precision x first makes an fp32 copy of x: at::softmax
     # (aten/src/ATen/native/SoftMax.cpp) takes the copy-free half_to_float path only for fp16 on CUDA
     softmax_copy: bool = True
+    cuda: bool = False  # dropout keeps a bool mask there, and SDPA its fused kernels (`dropout_mask_bytes`)
 
     @property
     def tokens(self) -> int:
@@ -313,6 +314,36 @@ def _layer_norms_saved(spec: ModelSpec, x: Shape, kept: Kept = ALL_TRAINED) -> f
     return saved
 
 
+def dropout_mask_bytes(d: float, cuda: bool) -> float:
+    """Bytes per element a dropout keeps for backward. On CUDA dropout is the fused `native_dropout`
+    (aten/src/ATen/native/Dropout.cpp `is_fused_kernel_acceptable`), whose mask is bool, 1 B
+    (cuda/Dropout.cu `native_dropout_cuda` → `dropout_cuda<bool>`); elsewhere it is `input * noise` with the
+    noise in the input dtype, which MulBackward0 keeps (measured, torch 2.13 CPU, bf16 and fp32:
+    tests/engine/test_dropout.py)."""
+    return 1 if cuda else d
+
+
+def sdpa_math_path(spec: ModelSpec, attention: str, cuda: bool) -> bool:
+    """Whether training's SDPA runs torch's composite math attention: on the CPU with attention dropout
+    (`dropout_p` > 0) torch 2.13 leaves `_scaled_dot_product_flash_attention_for_cpu` for
+    `_scaled_dot_product_attention_math` (measured: tests/engine/test_dropout.py). CUDA's flash and
+    memory-efficient kernels take `dropout_p` themselves and keep only a philox seed and offset
+    (torch/_meta_registrations.py:6106-6163, :6495-6536), not a mask: read, not measured on a GPU."""
+    return attention == "sdpa" and spec.attention_dropout > 0 and not cuda
+
+
+def _sdpa_math_saved(x: Shape) -> float:
+    """What `_scaled_dot_product_attention_math` with dropout keeps, in fp32 (a half-precision input is
+    upcast first): three score-sized tensors (the probabilities, the dropout noise, the dropped
+    probabilities), q and k scaled by √scale, and v as bmm reads it, each a new tensor: v [b, H, s, hd] is a
+    transposed view, so bmm's reshape copies it (a fused projection's slice no longer keeps the whole
+    output), and under GQA k and v are repeated to the query heads (`enable_gqa` inside, or `repeat_kv`
+    before). The q, k, v it was given and a log-sum-exp are not kept. Measured on torch 2.13 CPU with
+    transformers 5.24 (bf16, fp32; MHA, GQA, MQA, fused qkv, qk-norm): tests/engine/test_dropout.py."""
+    kv_width = x.q if x.kv < x.q else x.kv
+    return attention_scores_bytes(x, 3 * 4) + x.tokens * (x.q + 2 * kv_width) * 4
+
+
 def _attention_saved(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, norm_weights: bool = True) -> float:
     tok = x.tokens
     qk_norm = 0.0
@@ -325,15 +356,22 @@ def _attention_saved(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool
         # matmul(P, v) reshapes v for bmm: a copy (also of a fused projection's strided slice), saved
         kv_width = x.q if x.kv < x.q else x.kv  # repeat_kv copies for GQA
         # fp32 softmax output (+ its cast back when the compute dtype is not fp32); soft-capping's
-        # tanh saves its output (modeling_gemma2.py eager_attention_forward)
+        # tanh saves its output (modeling_gemma2.py eager_attention_forward). With attention dropout the
+        # dropout's mask and output (what matmul(P, v) then keeps) replace the cast-back copy
         scores = attention_scores_bytes(x, 4 + x.d if x.d < 4 else 4)
+        if spec.attention_dropout:
+            scores = attention_scores_bytes(x, 4 + dropout_mask_bytes(x.d, x.cuda) + x.d)
         if spec.attn_logit_softcapping:
             scores += attention_scores_bytes(x, x.d)
         return tok * (2 * x.q + 2 * kv_width) * x.d + scores + qk_norm
+    out = tok * x.q * x.d
+    if sdpa_math_path(spec, attention, x.cuda):
+        # the math path's output is a new [b, H, s, hd] tensor that nothing keeps; o_proj keeps the copy
+        # sdpa_attention_forward's transpose(1, 2).contiguous() makes
+        return _sdpa_math_saved(x) + out + qk_norm
     repeated = gqa_copies and x.kv < x.q
     kv_width = x.q if repeated else x.kv
     lse = x.b * x.heads * x.s * 4
-    out = tok * x.q * x.d
     if spec.fused_qkv and not repeated:
         # SDPA saves `value` as given: a slice of the fused projection output keeps all of it alive;
         # q and k are separate tensors when roped
@@ -387,7 +425,9 @@ def training_saved_per_layer(
     mode none: everything autograd saves; selective: recompute the attention core (keeps norms,
     projections and MLP); full: only the layer input (HF gradient checkpointing).
     `sp_t` > 1 shards the norm/residual regions across the tensor group (sequence parallel).
-    `kept`: which inputs frozen layers no longer keep (LoRA, QLoRA).
+    `kept`: which inputs frozen layers no longer keep (LoRA, QLoRA). With `hidden_dropout` each of the two
+    residual branches' dropouts keeps its mask (`dropout_mask_bytes`); its output only meets the residual
+    add, which keeps nothing.
     """
     hidden = x.tokens * x.h * x.d
     if mode == "full":
@@ -397,7 +437,8 @@ def training_saved_per_layer(
     if mode == "selective":
         attn = x.tokens * (x.q + 2 * x.kv) * x.d  # projections only; scores/outputs recomputed
     adapters = x.tokens * (kept.adapter_outputs * x.d + kept.dropout_bytes)
-    return norms + attn + _mlp_saved(spec, x, kept) + adapters
+    residual_dropouts = 2 * x.tokens * x.h * dropout_mask_bytes(x.d, x.cuda) / sp_t if spec.hidden_dropout else 0
+    return norms + attn + _mlp_saved(spec, x, kept) + adapters + residual_dropouts
 
 
 def compiled_saved_per_layer(spec: ModelSpec, x: Shape, kept: Kept = ALL_TRAINED) -> float:
@@ -428,10 +469,11 @@ def compiled_first_layer_unsaved(x: Shape) -> float:
 
 def compile_modelled(spec: ModelSpec, attention: str, method: str, kept: Kept = ALL_TRAINED) -> bool:
     """Whether `compiled_saved_per_layer` covers the layer: the structures it was measured on (full
-    fine-tuning; LoRA without dropout on bf16 base weights)."""
+    fine-tuning; LoRA without dropout on bf16 base weights; no config dropout)."""
     return (
         method in ("full", "lora")
         and not kept.dropout_bytes
+        and not (spec.attention_dropout or spec.hidden_dropout or spec.embedding_dropout)
         and attention != "eager"
         and spec.norm == "rms"
         and spec.mlp == "gated"

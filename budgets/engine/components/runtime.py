@@ -45,9 +45,29 @@ _FAMILIES: tuple[tuple[re.Pattern[str], Architecture], ...] = (
 )
 
 
+# compute capability → family (NVIDIA CUDA C Programming Guide, "Compute Capabilities"; the catalog's
+# architectures.json): what the catalog knows of a device, before any name
+_BY_CAPABILITY: dict[int, Architecture] = {
+    7: Architecture("turing", 7),  # 7.5; 7.0 is Volta (below)
+    8: Architecture("ampere", 8),  # 8.0, 8.6, 8.7; 8.9 is Ada (below)
+    9: Architecture("hopper", 9),
+    10: Architecture("blackwell", 10),
+    11: Architecture("blackwell", 10),
+    12: Architecture("blackwell", 12),
+}
+
+
 @lru_cache(maxsize=64)
-def architecture(device_name: str | None) -> Architecture:
-    """The family a device name belongs to (`UNKNOWN` without a name, or for a name not listed)."""
+def architecture(device_name: str | None, compute_capability: tuple[int, int] | None = None) -> Architecture:
+    """The family of a device: from the catalog's compute capability when given, else from its name (`UNKNOWN`
+    without either, or for a name not listed)."""
+    if compute_capability is not None:
+        major, minor = compute_capability
+        if (major, minor) == (7, 0):
+            return Architecture("volta", 7)
+        if (major, minor) == (8, 9):
+            return Architecture("ada", 8)
+        return _BY_CAPABILITY.get(major, UNKNOWN)
     if not device_name:
         return UNKNOWN
     name = device_name.lower()
@@ -79,13 +99,18 @@ LAZY_CONTEXT_ANY = Range(CONTEXT_LOW, CONTEXT_GENERIC, CONTEXT_HOPPER)
 EAGER_CONTEXT = Range(666_632_192, 1000 * MB, 1343 * MB)
 
 
-def cuda_context(device: str, cuda_version: tuple[int, int], device_name: str | None = None) -> tuple[Range, str]:
+def cuda_context(
+    device: str,
+    cuda_version: tuple[int, int],
+    device_name: str | None = None,
+    compute_capability: tuple[int, int] | None = None,
+) -> tuple[Range, str]:
     """The CUDA context of one process on `device_name`'s architecture with this CUDA toolkit."""
     if device == "cpu":
         return Range(0, 0, 0), "cpu device: no CUDA context"
     if cuda_version < (11, 7):
         return EAGER_CONTEXT, "CUDA context without lazy module loading (CUDA < 11.7): every kernel module loaded"
-    arch = architecture(device_name)
+    arch = architecture(device_name, compute_capability)
     if arch.family in LAZY_CONTEXT:
         return LAZY_CONTEXT[arch.family], f"CUDA context with lazy module loading (CUDA ≥ 11.7), {arch.family}"
     return LAZY_CONTEXT_ANY, "CUDA context with lazy module loading (CUDA ≥ 11.7), range over published GPUs"

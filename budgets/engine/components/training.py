@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..dtypes import nbytes
 from ..vllm import parse_version
-from .activations import ALL_TRAINED, Kept
+from .activations import ALL_TRAINED, Kept, dropout_mask_bytes
 
 # bitsandbytes MatMul4Bit (the 4-bit linear's autograd function) kept its input for backward whenever an
 # input needed a gradient (bitsandbytes@a06a0f6 = 0.41.0, bitsandbytes/autograd/_functions.py:522-523
@@ -39,6 +39,18 @@ def optimizer_state_bytes_per_param(optimizer: str, weights: str, master: str | 
 def adam_step_tensors_bytes(optimizer: str, param_tensors: int) -> int:
     """torch.optim.AdamW keeps a `step` fp32 scalar per parameter tensor (on the host)."""
     return 4 * param_tensors if optimizer in ("adamw",) else 0
+
+
+OPTIMIZER_IMPLS = ("foreach", "fused", "for_loop")
+
+
+def default_optimizer_impl(device: str) -> str:
+    """torch.optim's step when neither `foreach` nor `fused` is given (torch 2.13 torch/optim/adam.py:937-947,
+    sgd.py:279-292): `_default_to_fused_or_foreach` (optimizer.py:161-186) turns foreach on only when every
+    parameter is a plain tensor on a foreach device (torch/utils/_foreach_utils.py:8-10: cuda, xpu, mtia, the
+    privateuse1 backend) and never fused, so CUDA parameters get the foreach step and CPU ones the for-loop
+    (`_single_tensor_adam`); the accuracy harness records the one torch resolved (`optimizer_impl`)."""
+    return "foreach" if device == "cuda" else "for_loop"
 
 
 def optimizer_step_transient(
@@ -81,11 +93,8 @@ def lora_dropout_bytes(input_widths: list[int], d: float, cuda: bool) -> float:
     """Per token: what the adapters' dropouts keep for backward, one dropout per entry of `input_widths`
     (peft: one nn.Dropout per adapted module, peft v0.20.0 src/peft/tuners/lora/layer.py:251-254, applied
     as `lora_B(lora_A(dropout(x)))`, :1058): its output (d), saved by A's matmul in place of x, and its
-    mask. On CUDA dropout is the fused `native_dropout` (aten/src/ATen/native/Dropout.cpp
-    `is_fused_kernel_acceptable`), whose mask is bool, 1 B (cuda/Dropout.cu `native_dropout_cuda` →
-    `dropout_cuda<bool>`); elsewhere it is `input * noise` with the noise in the input dtype (measured,
-    torch 2.13 CPU: MulBackward0 saves a bf16 noise tensor)."""
-    return sum(input_widths) * (d + (1 if cuda else d))
+    mask (`activations.dropout_mask_bytes`: bool on CUDA, the noise in the input dtype elsewhere)."""
+    return sum(input_widths) * (d + dropout_mask_bytes(d, cuda))
 
 
 def kept_inputs(

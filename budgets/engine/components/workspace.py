@@ -38,11 +38,11 @@ NCCL_GROUP = 688 * MB
 NCCL_HIGH = 1600 * MB
 
 
-def cublas(device: str, device_name: str | None = None) -> Range:
+def cublas(device: str, device_name: str | None = None, compute_capability: tuple[int, int] | None = None) -> Range:
     """cuBLAS + cuBLASLt workspaces of one (handle, stream) pair on this device's architecture."""
     if device == "cpu":
         return ZERO
-    arch = architecture(device_name)
+    arch = architecture(device_name, compute_capability)
     if arch.known:
         blas = CUBLAS_WORKSPACE.get(arch.family, Range.exact(CUBLAS_DEFAULT))
     else:
@@ -68,12 +68,19 @@ def nccl(device: str, tensor: int, pipeline: int, data: int) -> Range:
     return total
 
 
-def library_note(device: str, device_name: str | None, tensor: int, pipeline: int, data: int) -> str:
+def library_note(
+    device: str,
+    device_name: str | None,
+    tensor: int,
+    pipeline: int,
+    data: int,
+    compute_capability: tuple[int, int] | None = None,
+) -> str:
     """What the workspace component's library part holds, in words."""
     if device == "cpu":
         return "cpu device: no library workspaces"
-    arch = architecture(device_name)
-    blas = cublas(device, device_name)
+    arch = architecture(device_name, compute_capability)
+    blas = cublas(device, device_name, compute_capability)
     family = arch.family if arch.known else "architecture not known: range over architectures"
     note = f"cuBLAS + cuBLASLt workspaces of the compute stream ({family}): {blas.bytes / MIB:g} MiB"
     comms = communicators(tensor, pipeline, data)

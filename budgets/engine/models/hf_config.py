@@ -8,8 +8,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, TypedDict, cast
 
-from .hf_defaults import HF_CONFIG_DEFAULTS, LAYERED_RULES, MULTIMODAL_TEXT, WRAPPER_TIES_EMBEDDINGS
-from .hf_layered import MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, MAX_POSITIONS, MAX_WIDTH, ConfigError, build_layered
+from .hf_defaults import (
+    DROPOUT_KEYS,
+    HF_CONFIG_DEFAULTS,
+    LAYERED_RULES,
+    MULTIMODAL_TEXT,
+    UNAPPLIED_DROPOUT_KEYS,
+    WRAPPER_TIES_EMBEDDINGS,
+)
+from .hf_layered import MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, MAX_POSITIONS, MAX_WIDTH, ConfigError, Reader, build_layered
 from .hf_towers import count_towers as _towers
 from .layers import compress
 from .spec import ModelSpec
@@ -51,15 +58,11 @@ _BOUNDS: dict[str, tuple[int, int]] = {
 
 
 def _int(cfg: Mapping[str, Any], key: str, default: Any = None) -> int:
-    value = cfg.get(key, default)
-    if value is None:
-        raise UnsupportedModelError(f"hf_config is missing '{key}' (model_type {cfg.get('model_type')!r})")
     lo, hi = _BOUNDS.get(key, (0, MAX_WIDTH))
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or int(value) != value:
-        raise UnsupportedModelError(f"hf_config '{key}' must be an integer, got {value!r}")
-    if not lo <= value <= hi:
-        raise UnsupportedModelError(f"hf_config '{key}' = {value!r} is outside the allowed range {lo}..{hi}")
-    return int(value)
+    try:
+        return Reader({**cfg, key: cfg.get(key, default)}).integer(key, lo=lo, hi=hi)
+    except ConfigError as exc:
+        raise UnsupportedModelError(str(exc)) from None
 
 
 def _int_list(cfg: Mapping[str, Any], key: str) -> list[int]:
@@ -254,7 +257,55 @@ def _features(model_type: str, layers: int = 0, sliding_layers: int = 0) -> _Fea
 def _build(raw: Mapping[str, Any], model_type: str, reported_type: str) -> ModelSpec:
     cfg = _with_defaults(raw, model_type)
     builder = _BUILDERS.get(model_type, _build_llama_family)
-    return replace(builder(raw, cfg, model_type, reported_type), eos_token=_has_eos_token(cfg))
+    attention, hidden, embedding = (_dropout(cfg, model_type, f) for f in ("attention", "hidden", "embedding"))
+    spec = builder(raw, cfg, model_type, reported_type)
+    return replace(
+        spec,
+        eos_token=_has_eos_token(cfg),
+        attention_dropout=attention,
+        hidden_dropout=hidden,
+        embedding_dropout=embedding,
+        dropout_read=_dropout_read(raw, cfg, model_type),
+    )
+
+
+# where each ModelSpec dropout field acts, for the budget's assumptions
+_DROPOUT_PLACES = {
+    "attention_dropout": "attention probabilities",
+    "hidden_dropout": "both residual branches of every layer",
+    "embedding_dropout": "embeddings",
+}
+
+
+def _dropout_read(raw: Mapping[str, Any], cfg: Mapping[str, Any], model_type: str) -> str:
+    """The dropout keys read for the model_type, their values and whether the config or the transformers default
+    gave each; keys the modeling file reads but applies nowhere are named as such."""
+    keys = DROPOUT_KEYS.get(model_type)
+    if keys is None:
+        return ""
+    fields: dict[str, list[str]] = {}  # config key -> the ModelSpec fields it sets (gpt_neox: two)
+    for name, key in keys.items():
+        fields.setdefault(key, []).append(name)
+    read = [
+        f"{key} {_dropout(cfg, model_type, names[0].removesuffix('_dropout')):g}"
+        f" ({', '.join(_DROPOUT_PLACES[n] for n in names)};"
+        f" {'config' if raw.get(key) is not None else 'transformers 5.24 default'})"
+        for key, names in fields.items()
+    ]
+    read += [
+        f"{key} {cfg.get(key, 0.0):g} (read; no module applies it)"
+        for key in UNAPPLIED_DROPOUT_KEYS.get(model_type, ())
+    ]
+    return ", ".join(read)
+
+
+def _dropout(cfg: Mapping[str, Any], model_type: str, where: str) -> float:
+    """A ModelSpec dropout field from the config key the model_type's modeling file applies (0: none)."""
+    key = DROPOUT_KEYS.get(model_type, {}).get(f"{where}_dropout")
+    p = (cfg.get(key) if key else None) or 0.0
+    if isinstance(p, bool) or not isinstance(p, int | float) or not 0 <= p <= 1:
+        raise UnsupportedModelError(f"hf_config '{key}' must be a dropout probability in [0, 1], got {p!r}")
+    return float(p)
 
 
 def _has_eos_token(cfg: Mapping[str, Any]) -> bool:

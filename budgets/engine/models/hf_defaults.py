@@ -1,6 +1,9 @@
 """transformers 5.x config defaults per model_type: the values the configuration classes fill in when
 a key is absent from config.json (configuration_<model_type>.py). `eos_token_id` is absent where the class
-has none (qwen2, qwen2_moe, qwen3, qwen3_moe default to None in transformers 5.24.0)."""
+has none (qwen2, qwen2_moe, qwen3, qwen3_moe default to None in transformers 5.24.0). Dropout defaults are
+transformers 5.24.0's (configuration_gpt2.py:84-86 0.1 each, configuration_opt.py:61 `dropout` 0.1, every
+other dropout key 0.0: configuration_opt.py:62, gpt_neox:67-68, llama:81, mistral:80, mixtral:83, qwen2:77,
+qwen2_moe:94, qwen3:80, qwen3_moe:96, gemma:84, gemma2:85, gemma3:91, phi3:66-68)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "hidden_act": "silu",
         "max_position_embeddings": 2048,
+        "attention_dropout": 0.0,
     },
     "mistral": {
         "eos_token_id": 2,
@@ -30,6 +34,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "hidden_act": "silu",
         "max_position_embeddings": 4096 * 32,
+        "attention_dropout": 0.0,
     },
     "mixtral": {
         "eos_token_id": 2,
@@ -44,6 +49,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "hidden_act": "silu",
         "max_position_embeddings": 4096 * 32,
+        "attention_dropout": 0.0,
     },
     "qwen2": {
         "vocab_size": 151936,
@@ -55,6 +61,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "hidden_act": "silu",
         "max_position_embeddings": 32768,
+        "attention_dropout": 0.0,
     },
     "qwen2_moe": {
         "vocab_size": 151936,
@@ -71,6 +78,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "hidden_act": "silu",
         "max_position_embeddings": 32768,
+        "attention_dropout": 0.0,
     },
     "qwen3": {
         "vocab_size": 151936,
@@ -83,6 +91,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "hidden_act": "silu",
         "max_position_embeddings": 32768,
+        "attention_dropout": 0.0,
     },
     "qwen3_moe": {
         "vocab_size": 151936,
@@ -98,6 +107,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "hidden_act": "silu",
         "max_position_embeddings": 32768,
+        "attention_dropout": 0.0,
     },
     "gemma": {
         "eos_token_id": 1,
@@ -111,6 +121,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": True,
         "hidden_activation": "gelu_pytorch_tanh",
         "max_position_embeddings": 8192,
+        "attention_dropout": 0.0,
     },
     "gemma2": {
         "eos_token_id": 1,
@@ -125,6 +136,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "hidden_activation": "gelu_pytorch_tanh",
         "max_position_embeddings": 8192,
         "sliding_window": 4096,
+        "attention_dropout": 0.0,
     },
     "gemma3_text": {
         "eos_token_id": 1,
@@ -140,6 +152,7 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 131072,
         "sliding_window": 4096,
         "sliding_window_pattern": 6,
+        "attention_dropout": 0.0,
     },
     "phi3": {
         "eos_token_id": 32000,
@@ -151,6 +164,9 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "hidden_act": "silu",
         "max_position_embeddings": 4096,
+        "attention_dropout": 0.0,
+        "resid_pdrop": 0.0,
+        "embd_pdrop": 0.0,
     },
     "gpt2": {
         "eos_token_id": 50256,
@@ -161,6 +177,9 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "n_positions": 1024,
         "activation_function": "gelu_new",
         "tie_word_embeddings": True,
+        "attn_pdrop": 0.1,
+        "resid_pdrop": 0.1,
+        "embd_pdrop": 0.1,
     },
     "gpt_neox": {
         "eos_token_id": 2,
@@ -173,6 +192,8 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "attention_bias": True,
         "tie_word_embeddings": False,
         "max_position_embeddings": 2048,
+        "attention_dropout": 0.0,
+        "hidden_dropout": 0.0,
     },
     "opt": {
         "eos_token_id": 2,
@@ -186,6 +207,8 @@ HF_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "do_layer_norm_before": True,
         "activation_function": "relu",
         "tie_word_embeddings": True,
+        "attention_dropout": 0.0,
+        "dropout": 0.1,
     },
 }
 
@@ -237,6 +260,18 @@ class LayeredRules:
     extra_embed_rows: int = 0  # embedding rows beyond vocab_size (mllama: 8 image tokens)
     defaults: tuple[tuple[str, Any], ...] = ()  # the configuration class's defaults for keys a config omits
     qk_norm_weights: bool = True  # `use_qk_norm` norms carry weights (Llama 4's is a weightless L2 norm)
+    # per-layer attention geometry (Gemma 4): full-attention layers `global_head_dim` wide, with
+    # `num_global_key_value_heads` KV heads and no v_proj under `attention_k_eq_v`; `per_layer_config` overrides
+    global_attention: bool = False
+    kv_shared_key: str = ""  # the last N layers reuse an earlier layer's K/V: no k/v projections, nothing cached
+    sliding_pattern: int = 0  # without layer_types: every sliding_pattern-th layer attends fully, the others slide
+    last_layer_full: bool = False  # the last layer attends fully whatever layer_types says
+    moe_beside_key: str = ""  # a flag adding an MoE beside every layer's dense MLP (the dense MLP stays)
+    moe_prefix: str | None = None  # the MoE's module path when not mlp_prefix ("": the layer itself)
+    top_k_key: str = ""  # experts per token when not num_experts_per_tok / num_experts_per_token
+    router_scales: bool = False  # router.scale (hidden) and router.per_expert_scale (experts) parameters
+    moe_norms: int = 0  # norms a layer with an MoE adds
+    per_layer_input_key: str = ""  # per-layer embeddings (PLE) width: a packed table, a projection, per-layer gates
 
 
 # transformers 5.24.0 models/<type>/modeling_<type>.py (and configuration_<type>.py for the defaults); kimi_k2,
@@ -323,8 +358,8 @@ LAYERED_RULES: dict[str, LayeredRules] = {
         moe_width_key="",
         router_name="router",
         qk_norm_weights=False,
-        dense_width_key="intermediate_size_mlp",
         shared_fixed=1,
+        dense_width_key="intermediate_size_mlp",
         mlp_prefix="feed_forward",
         defaults=(("attention_chunk_size", 8192), ("no_rope_layer_interval", 4)),  # configuration_llama4.py:157-158
     ),
@@ -333,6 +368,52 @@ LAYERED_RULES: dict[str, LayeredRules] = {
     "qwen3_vl_text": LayeredRules("qwen3_vl_text", qk_norm="head"),
     "qwen3_vl_moe_text": LayeredRules("qwen3_vl_moe_text", qk_norm="head"),
     "mistral": LayeredRules("mistral", all_sliding=True),
+    # modeling_gemma4.py Gemma4TextDecoderLayer (:1331-1362): Gemma4TextAttention (:1141-1194) q/k/v/o taking
+    # attention_bias, per-head q_norm/k_norm (v_norm has no weight); sliding layers head_dim wide, full layers
+    # global_head_dim (per_layer_config, configuration_gemma4.py:208-221) with num_global_key_value_heads and no v_proj
+    # under attention_k_eq_v; the last num_kv_shared_layers reuse K/V (no k/v projections or norms). Four norms and a
+    # GeGLU MLP in every layer (2 × intermediate_size on shared layers under use_double_wide_mlp, :1051-1062); with
+    # enable_moe_block an MoE beside it (Gemma4TextRouter proj + scale + per_expert_scale, :1294-1305; fused
+    # Gemma4TextExperts, :1255-1265) and three more norms; per-layer embeddings when hidden_size_per_layer_input > 0
+    # (Gemma4TextModel :1565-1580); tied embeddings. Defaults: configuration_gemma4.py:150-180
+    "gemma4_text": LayeredRules(
+        "gemma4_text",
+        qk_norm="head",
+        norms_per_layer=4,
+        global_attention=True,
+        kv_shared_key="num_kv_shared_layers",
+        sliding_pattern=6,
+        last_layer_full=True,
+        moe_beside_key="enable_moe_block",
+        moe_prefix="",
+        router_name="router.proj",
+        router_scales=True,
+        top_k_key="top_k_experts",
+        moe_norms=3,
+        shared_width_key="",
+        shared_count_key="",
+        per_layer_input_key="hidden_size_per_layer_input",
+        tie_word_embeddings=True,
+        defaults=(
+            ("vocab_size", 262_144),
+            ("hidden_size", 2304),
+            ("intermediate_size", 9216),
+            ("num_hidden_layers", 30),
+            ("num_attention_heads", 8),
+            ("num_key_value_heads", 4),
+            ("head_dim", 256),
+            ("hidden_activation", "gelu_pytorch_tanh"),
+            ("max_position_embeddings", 131_072),
+            ("sliding_window", 512),
+            ("vocab_size_per_layer_input", 262_144),
+            ("hidden_size_per_layer_input", 256),
+            ("global_head_dim", 512),  # configuration_gemma4.py:208
+            ("attention_k_eq_v", False),
+            ("num_kv_shared_layers", 0),
+            ("enable_moe_block", False),
+            ("use_double_wide_mlp", False),
+        ),
+    ),
 }
 
 
@@ -350,7 +431,34 @@ MULTIMODAL_TEXT: dict[str, str] = {
     "gemma4": "gemma4_text",
 }
 
-# the wrappers' `tie_word_embeddings` defaults (configuration_mistral3.py:98, configuration_gemma3.py:212; the others
-# False: configuration_llama4.py:239, configuration_mllama.py:136, configuration_qwen2_5_vl.py:190,
-# configuration_qwen3_vl.py:140)
-WRAPPER_TIES_EMBEDDINGS: dict[str, bool] = {"mistral3": True, "gemma3": True}
+# the wrappers' `tie_word_embeddings` defaults (configuration_mistral3.py:98, configuration_gemma3.py:212,
+# configuration_gemma4.py:380; the others False: configuration_llama4.py:239, configuration_mllama.py:136,
+# configuration_qwen2_5_vl.py:190, configuration_qwen3_vl.py:140)
+WRAPPER_TIES_EMBEDDINGS: dict[str, bool] = {"mistral3": True, "gemma3": True, "gemma4": True}
+# ModelSpec dropout field -> the config key whose dropout each model_type's modeling file applies in training
+# (transformers 5.24.0). Attention probabilities: every family passes `dropout=<key> if self.training` to its
+# attention function (modeling_llama.py:216,264 and the same lines of each llama-style family; gpt2:110,219;
+# opt:111,175; gpt_neox:174,217). Residual branches, two per layer: gpt2 GPT2Attention.resid_dropout and
+# GPT2MLP.dropout (:111,226; :238,244), opt OPTDecoderLayer's two `dropout`s (:194,228,248), gpt_neox
+# post_attention_dropout / post_mlp_dropout (:234-235,258,262), phi3 resid_attn_dropout / resid_mlp_dropout
+# (:286-287,312,317). Embeddings: gpt2 GPT2Model.drop (:494), gpt_neox emb_dropout with hidden_dropout
+# (:299,344). Read but applied by no module: phi3 `embd_pdrop` (Phi3Model has no embedding dropout), opt
+# OPTDecoder.dropout (:286, unused in its forward).
+_ATTENTION_ONLY = {"attention_dropout": "attention_dropout"}
+DROPOUT_KEYS: dict[str, dict[str, str]] = {
+    **dict.fromkeys(
+        ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text"),
+        _ATTENTION_ONLY,
+    ),
+    "gemma3": _ATTENTION_ONLY,  # the text config's key (gemma3_text)
+    "phi3": {"attention_dropout": "attention_dropout", "hidden_dropout": "resid_pdrop"},
+    "gpt2": {"attention_dropout": "attn_pdrop", "hidden_dropout": "resid_pdrop", "embedding_dropout": "embd_pdrop"},
+    "gpt_neox": {
+        "attention_dropout": "attention_dropout",
+        "hidden_dropout": "hidden_dropout",
+        "embedding_dropout": "hidden_dropout",
+    },
+    "opt": {"attention_dropout": "attention_dropout", "hidden_dropout": "dropout"},
+}
+# config keys a model_type's configuration class has that no module applies (named in the budget as read)
+UNAPPLIED_DROPOUT_KEYS: dict[str, tuple[str, ...]] = {"phi3": ("embd_pdrop",)}

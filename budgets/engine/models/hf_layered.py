@@ -143,18 +143,11 @@ def _dims(r: Reader, rules: LayeredRules) -> _Dims:
     if heads % kv:
         raise ConfigError(f"{r.where} num_key_value_heads ({kv}) must divide num_attention_heads ({heads})")
     head_dim = r.integer("head_dim", h // heads, lo=1, hi=4096) if r.has("head_dim") else max(h // heads, 1)
-    return _Dims(
-        h=h,
-        layers=layers,
-        heads=heads,
-        kv_heads=kv,
-        head_dim=head_dim,
-        v_head_dim=head_dim,
-        vocab=r.integer("vocab_size", lo=1, hi=MAX_VOCAB),
-        inter=r.integer("intermediate_size", 0),
-        window=r.integer("sliding_window", 0, hi=MAX_POSITIONS),
-        chunk=r.integer("attention_chunk_size", 0, hi=MAX_POSITIONS),
-    )
+    vocab = r.integer("vocab_size", lo=1, hi=MAX_VOCAB)
+    inter = r.integer("intermediate_size", 0)
+    window = r.integer("sliding_window", 0, hi=MAX_POSITIONS)
+    chunk = r.integer("attention_chunk_size", 0, hi=MAX_POSITIONS)
+    return _Dims(h, layers, heads, kv, head_dim, head_dim, vocab, inter, window, chunk)
 
 
 # --- which mixer and MLP each layer has --------------------------------------------------------------------
@@ -173,6 +166,13 @@ def _mixer_kinds(r: Reader, d: _Dims, rules: LayeredRules) -> list[MixerKind]:
             kind = _LAYER_TYPE_NAMES[t]
             kind = rules.linear_kind if kind == "linear" else kind
             out.append("sliding" if kind == "full" and rules.all_sliding and d.window else kind)
+        if rules.last_layer_full and out:
+            out[-1] = "full"  # Gemma 4 forces it (configuration_gemma4.py:195-199)
+        return out
+    if rules.sliding_pattern:  # configuration_gemma4.py:188-199: 5 sliding then 1 full, the last one full
+        out = ["sliding" if (i + 1) % rules.sliding_pattern else "full" for i in range(n)]
+        if rules.last_layer_full:
+            out[-1] = "full"
         return out
     linear_cfg = r.cfg.get("linear_attn_config")
     if isinstance(linear_cfg, Mapping) and "full_attn_layers" in linear_cfg:
@@ -271,24 +271,33 @@ class _Groups:
         return sum(g.elements for g in self.items)
 
 
-def _attention(g: _Groups, r: Reader, d: _Dims, rules: LayeredRules, kind: MixerKind) -> Mixer:
+def _attention(
+    g: _Groups, r: Reader, d: _Dims, rules: LayeredRules, kind: MixerKind, *, values: bool = True, owns_kv: bool = True
+) -> Mixer:
+    """q/k/v/o attention. `values` False: no v_proj, the keys serve as values (Gemma 4 attention_k_eq_v); `owns_kv`
+    False: the layer reads another layer's K/V (Gemma 4 num_kv_shared_layers): no k/v projections or k norm, and
+    nothing cached (vLLM's kv_sharing_target_layer_name allocates no cache for it)."""
     bias = r.flag("attention_bias", rules.attention_bias)
     q_out = d.heads * d.head_dim * (2 if rules.gated_query else 1)
     g.linear("self_attn.q_proj", "attention", q_out, d.h, bias)
-    g.linear("self_attn.k_proj", "attention", d.kv_heads * d.head_dim, d.h, bias)
-    g.linear("self_attn.v_proj", "attention", d.kv_heads * d.v_head_dim, d.h, bias)
+    if owns_kv:
+        g.linear("self_attn.k_proj", "attention", d.kv_heads * d.head_dim, d.h, bias)
+        if values:
+            g.linear("self_attn.v_proj", "attention", d.kv_heads * d.v_head_dim, d.h, bias)
     g.linear("self_attn.o_proj", "attention", d.h, d.heads * d.v_head_dim, bias and rules.o_bias)
     qk_norm = rules.qk_norm or ("head" if r.flag("use_qk_norm", False) and rules.qk_norm_weights else None)
     if qk_norm == "head":
         g.vector("self_attn.q_norm", "norm", d.head_dim)
-        g.vector("self_attn.k_norm", "norm", d.head_dim)
+        if owns_kv:
+            g.vector("self_attn.k_norm", "norm", d.head_dim)
     elif qk_norm == "full":
         g.vector("self_attn.q_norm", "norm", d.heads * d.head_dim)
         g.vector("self_attn.k_norm", "norm", d.kv_heads * d.head_dim)
     if rules.sinks:
         g.vector("self_attn.sinks", "attention", d.heads)
     window = d.window if kind == "sliding" else d.chunk if kind == "chunked" else 0
-    return Mixer(kind, d.heads, d.kv_heads, d.head_dim, d.v_head_dim, window=window, sinks=rules.sinks)
+    kv_heads = d.kv_heads if owns_kv else 0
+    return Mixer(kind, d.heads, kv_heads, d.head_dim, d.v_head_dim, window=window, sinks=rules.sinks)
 
 
 def _cross_attention(g: _Groups, r: Reader, d: _Dims) -> Mixer:
@@ -463,31 +472,46 @@ def _dense_mlp(g: _Groups, r: Reader, d: _Dims, rules: LayeredRules, width: int,
 
 def _moe(g: _Groups, r: Reader, d: _Dims, rules: LayeredRules) -> Mlp:
     experts = r.integer(_experts_key(r, rules), lo=2, hi=MAX_EXPERTS)
-    top_k = r.integer(
-        "num_experts_per_tok" if r.has("num_experts_per_tok") else "num_experts_per_token", lo=1, hi=experts
-    )
+    top_k_key = rules.top_k_key or ("num_experts_per_tok" if r.has("num_experts_per_tok") else "num_experts_per_token")
+    top_k = r.integer(top_k_key, lo=1, hi=experts)
     width = r.integer(rules.moe_width_key, d.inter, lo=1) if rules.moe_width_key else d.inter
-    p = rules.mlp_prefix
-    g.linear(f"{p}.{rules.router_name}", "router", experts, d.h, rules.router_bias)
+    prefix = rules.mlp_prefix if rules.moe_prefix is None else rules.moe_prefix
+    p = prefix + "." if prefix else ""
+    g.linear(f"{p}{rules.router_name}", "router", experts, d.h, rules.router_bias)
+    if rules.router_scales:  # Gemma4TextRouter.scale and .per_expert_scale (modeling_gemma4.py:1304-1305)
+        g.vector(f"{p}router.scale", "router", d.h)
+        g.vector(f"{p}router.per_expert_scale", "router", experts)
     matrices = 3 if _gated(r, rules) else 2
-    g.add(f"{p}.experts", "expert", (matrices * width, d.h), per_layer=experts)
+    g.add(f"{p}experts", "expert", (matrices * width, d.h), per_layer=experts)
     if rules.expert_bias:
-        g.add(f"{p}.experts.bias", "expert", ((matrices - 1) * width + d.h,), linear=False, per_layer=experts)
+        g.add(f"{p}experts.bias", "expert", ((matrices - 1) * width + d.h,), linear=False, per_layer=experts)
     shared = rules.shared_fixed * width
     if rules.shared_width_key and r.has(rules.shared_width_key):
         shared = r.integer(rules.shared_width_key, lo=0)
     elif rules.shared_count_key and r.has(rules.shared_count_key):
         shared = r.integer(rules.shared_count_key, lo=0, hi=MAX_EXPERTS) * width
     if shared:
-        g.add(f"{p}.shared_experts", "shared_expert", (matrices * shared, d.h))
+        g.add(f"{p}shared_experts", "shared_expert", (matrices * shared, d.h))
         if rules.shared_gate:
-            g.linear(f"{p}.shared_expert_gate", "router", 1, d.h)
+            g.linear(f"{p}shared_expert_gate", "router", 1, d.h)
     return Mlp("moe", width, experts, top_k, shared)
 
 
 def _norms(g: _Groups, d: _Dims, rules: LayeredRules, count: int) -> None:
     for i in range(count):
         g.add(f"norm{i}", "norm", (d.h * (2 if rules.norm_bias else 1),), linear=False)
+
+
+def _nas_block(g: _Groups, block: Reader, norm: str, linear: str, role: Role, h: int) -> bool:
+    """A NAS block's norm and, when it is replaced with a linear layer, that layer; True when the block is real
+    (neither `no_op` nor `replace_with_linear`) and its module must be built."""
+    if block.flag("no_op", False):
+        return False
+    g.vector(norm, "norm", h)
+    if block.flag("replace_with_linear", False):
+        g.linear(linear, role, h, h)
+        return False
+    return True
 
 
 def _nas_layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, Mlp, _Groups]]:
@@ -507,30 +531,96 @@ def _nas_layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, M
         ar = Reader(attn, f"{r.where}.block_configs[{i}].attention")
         fr = Reader(ffn, f"{r.where}.block_configs[{i}].ffn")
         g = _Groups(i)
-        mixer = Mixer("none")
-        if not ar.flag("no_op", False):
-            g.vector("input_layernorm", "norm", d.h)
-            if ar.flag("replace_with_linear", False):
-                g.linear("self_attn.linear_attn", "attention", d.h, d.h)
-            else:
-                group = ar.integer("n_heads_in_group", lo=1, hi=d.heads)
-                if d.heads % group:
-                    raise ConfigError(f"{ar.where} n_heads_in_group ({group}) must divide the heads ({d.heads})")
-                sub = _Dims(**{**d.__dict__, "kv_heads": d.heads // group})
-                mixer = _attention(g, r, sub, rules, "full")
-        mlp = Mlp("none")
-        if not fr.flag("no_op", False):
-            g.vector("post_attention_layernorm", "norm", d.h)
-            if fr.flag("replace_with_linear", False):
-                g.linear("mlp.linear_mlp", "mlp", d.h, d.h)
-            else:
-                mult = fr.number("ffn_mult", 0.0, lo=0.0, hi=64.0)
-                if mult <= 0:
-                    raise ConfigError(f"{fr.where} 'ffn_mult' must be a positive number")
-                width = -(-int(2 * mult * d.h / 3) // 256) * 256
-                mlp = _dense_mlp(g, r, d, rules, width, "mlp")
+        mixer, mlp = Mixer("none"), Mlp("none")
+        if _nas_block(g, ar, "input_layernorm", "self_attn.linear_attn", "attention", d.h):
+            group = ar.integer("n_heads_in_group", lo=1, hi=d.heads)
+            if d.heads % group:
+                raise ConfigError(f"{ar.where} n_heads_in_group ({group}) must divide the heads ({d.heads})")
+            sub = _Dims(**{**d.__dict__, "kv_heads": d.heads // group})
+            mixer = _attention(g, r, sub, rules, "full")
+        if _nas_block(g, fr, "post_attention_layernorm", "mlp.linear_mlp", "mlp", d.h):
+            mult = fr.number("ffn_mult", 0.0, lo=0.0, hi=64.0)
+            if mult <= 0:
+                raise ConfigError(f"{fr.where} 'ffn_mult' must be a positive number")
+            width = -(-int(2 * mult * d.h / 3) // 256) * 256
+            mlp = _dense_mlp(g, r, d, rules, width, "mlp")
         out.append((mixer, mlp, g))
     return out
+
+
+def _per_layer_config(r: Reader, d: _Dims) -> dict[int, dict[str, int]] | None:
+    """`per_layer_config` (transformers' HeterogeneousConfigMixin, configuration_utils.py:496-511): per-layer
+    head_dim / num_key_value_heads overrides keyed by layer index, as a saved Gemma 4 config carries them."""
+    value = r.cfg.get("per_layer_config")
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or len(value) > d.layers:
+        raise ConfigError(f"{r.where} 'per_layer_config' must map at most {d.layers} layer indices to overrides")
+    out: dict[int, dict[str, int]] = {}
+    for key, over in value.items():
+        text = str(key)
+        if isinstance(key, bool) or not text.isdigit() or len(text) > 6 or int(text) >= d.layers:
+            raise ConfigError(f"{r.where} 'per_layer_config' key {key!r} must be a layer index below {d.layers}")
+        if not isinstance(over, Mapping):
+            raise ConfigError(f"{r.where} per_layer_config[{text}] must be an object")
+        lr = Reader(over, f"{r.where}.per_layer_config[{text}]")
+        limits = {"head_dim": 4096, "num_key_value_heads": MAX_HEADS}
+        out[int(text)] = {k: lr.integer(k, lo=1, hi=hi) for k, hi in limits.items() if lr.has(k)}
+    return out
+
+
+def _attention_geometry(
+    r: Reader, d: _Dims, rules: LayeredRules, kinds: Sequence[MixerKind]
+) -> list[tuple[_Dims, bool, bool]]:
+    """Per layer: the attention's dims, whether it has a v_proj, whether it owns its K/V. One geometry for every
+    layer unless the family's full-attention layers differ (Gemma 4, configuration_gemma4.py:208-221 and
+    Gemma4TextAttention, modeling_gemma4.py:1150-1188) or its last layers share K/V (configuration_gemma4.py:225-251
+    kv_sharing_modes)."""
+    n = d.layers
+    first_shared = n - (r.integer(rules.kv_shared_key, 0, hi=n) if rules.kv_shared_key else 0)
+    if 0 < first_shared < n and set(kinds[:first_shared]) != set(kinds):
+        raise ConfigError(f"{r.where} '{rules.kv_shared_key}': each layer type sharing K/V needs an earlier one")
+    if not rules.global_attention:
+        return [(d, True, i < first_shared) for i in range(n)]
+    k_eq_v = r.flag("attention_k_eq_v", False)
+    # use_bidirectional_attention "all" halves the window (configuration_gemma4.py:184-186)
+    window = d.window // 2 + 1 if r.cfg.get("use_bidirectional_attention") == "all" else d.window
+    overrides = _per_layer_config(r, d)
+    if overrides is None:
+        full = {"head_dim": r.integer("global_head_dim", lo=1, hi=4096)}
+        if k_eq_v and r.has("num_global_key_value_heads"):
+            full["num_key_value_heads"] = r.integer("num_global_key_value_heads", lo=1, hi=MAX_HEADS)
+        overrides = {i: full for i, kind in enumerate(kinds) if kind == "full"}
+    out = []
+    for i, kind in enumerate(kinds):
+        head_dim = overrides.get(i, {}).get("head_dim", d.head_dim)
+        kv = overrides.get(i, {}).get("num_key_value_heads", d.kv_heads)
+        if d.heads % kv:
+            raise ConfigError(f"{r.where} layer {i}: {kv} KV heads must divide num_attention_heads ({d.heads})")
+        sub = replace(d, head_dim=head_dim, v_head_dim=head_dim, kv_heads=kv, window=window)
+        # keys serve as values on the layers that do not slide (use_alternative_attention, modeling_gemma4.py:1154)
+        out.append((sub, not (k_eq_v and kind != "sliding"), i < first_shared))
+    return out
+
+
+def _mlp_and_moe(g: _Groups, r: Reader, d: _Dims, rules: LayeredRules, shares_kv: bool) -> Mlp:
+    """Gemma 4: a dense MLP in every layer (twice as wide on a K/V-sharing layer under use_double_wide_mlp,
+    modeling_gemma4.py:1051-1062) and, with the flag, an MoE beside it on the layer's residual (:1391-1403): the
+    dense MLP is then the MoE layer's always-active shared part."""
+    width = d.inter * (2 if shares_kv and r.flag("use_double_wide_mlp", False) else 1)
+    dense = _dense_mlp(g, r, d, rules, width, rules.mlp_prefix)
+    if not r.flag(rules.moe_beside_key, False):
+        return dense
+    return replace(_moe(g, r, d, rules), shared_intermediate=width)
+
+
+def _per_layer_input(g: _Groups, r: Reader, d: _Dims, rules: LayeredRules) -> None:
+    """Per-layer embeddings' gate, projection and norm in each layer (modeling_gemma4.py:1346-1350)."""
+    width = r.integer(rules.per_layer_input_key, 0) if rules.per_layer_input_key else 0
+    if width:
+        g.linear("per_layer_input_gate", "other", width, d.h)
+        g.linear("per_layer_projection", "other", d.h, width)
+        g.vector("post_per_layer_input_norm", "norm", d.h)
 
 
 def _layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, Mlp, _Groups]]:
@@ -538,6 +628,7 @@ def _layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, Mlp, 
         return _nas_layers(r, d, rules)
     kinds = _mixer_kinds(r, d, rules)
     moe = _moe_layers(r, d.layers, kinds, rules)
+    geometry = _attention_geometry(r, d, rules, kinds)
     blocks = r.str_list("layers_block_type", d.layers) or r.cfg.get("hybrid_override_pattern")
     mla = r.has("kv_lora_rank")
     cross = set(r.int_list("cross_attention_layers", hi=MAX_LAYERS) or [])
@@ -561,7 +652,8 @@ def _layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, Mlp, 
             mamba1 = rules.mamba_version == 1 or r.has("mamba_dt_rank")
             mixer = _mamba1(g, r, d) if mamba1 else _mamba2(g, r, d, rules)
         elif kind in ("full", "sliding", "chunked"):
-            mixer = _mla(g, r, d) if mla else _attention(g, r, d, rules, kind)
+            sub, values, owns_kv = geometry[i]
+            mixer = _mla(g, r, d) if mla else _attention(g, r, sub, rules, kind, values=values, owns_kv=owns_kv)
         if one_block:  # nemotron_h: a layer is a mixer, an MLP or an MoE
             mlp = Mlp("none")
             if block in ("moe", "E"):
@@ -569,10 +661,14 @@ def _layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, Mlp, 
             elif block in ("mlp", "-"):
                 mlp = _dense_mlp(g, r, d, rules, d.inter, rules.mlp_prefix)
             _norms(g, d, rules, 1)
+        elif rules.moe_beside_key:
+            mlp = _mlp_and_moe(g, r, d, rules, not geometry[i][2])
+            _norms(g, d, rules, rules.norms_per_layer + (rules.moe_norms if mlp.kind == "moe" else 0))
         else:
             dense_width = r.integer(rules.dense_width_key, d.inter, lo=1) if rules.dense_width_key else d.inter
             mlp = _moe(g, r, d, rules) if moe[i] else _dense_mlp(g, r, d, rules, dense_width, rules.mlp_prefix)
             _norms(g, d, rules, rules.norms_per_layer)
+        _per_layer_input(g, r, d, rules)
         out.append((mixer, mlp, g))
     return out
 
@@ -591,11 +687,20 @@ def build_layered(cfg: Mapping[str, Any], model_type: str, reported_type: str) -
         top.items.append(WeightGroup("lm_head", "lm_head", (d.vocab, d.h)))
     if r.flag("lm_head_bias", False):
         top.items.append(WeightGroup("lm_head.bias", "lm_head", (d.vocab,), linear=False))
+    width = r.integer(rules.per_layer_input_key, 0) if rules.per_layer_input_key else 0
+    if width:  # Gemma4TextModel's per-layer embeddings (modeling_gemma4.py:1565-1580): a table packing every layer
+        vocab = r.integer("vocab_size_per_layer_input", lo=1, hi=MAX_VOCAB)
+        top.add("embed_tokens_per_layer", "embedding", (vocab, d.layers * width), linear=False)
+        top.linear("per_layer_model_projection", "other", d.layers * width, d.h)
+        top.vector("per_layer_projection_norm", "norm", width)
     runs = compress([(mixer, mlp, g.elements) for mixer, mlp, g in layers])
     groups = tuple(top.items) + tuple(item for _, _, g in layers for item in g.items)
-    by_role = {role: sum(g.elements for g in top.items if g.role == role) for role in ("embedding", "lm_head", "norm")}
-    top_params = (by_role["embedding"], by_role["lm_head"], by_role["norm"])
-    return replace(_spec(r, d, rules, runs, groups, reported_type, tied), top_params=top_params)
+    embedding = sum(g.elements for g in top.items if g.role == "embedding")
+    lm_head = sum(g.elements for g in top.items if g.role == "lm_head")
+    final = sum(g.elements for g in top.items if g.name == "model.norm")
+    extra = sum(g.elements for g in top.items) - embedding - lm_head - final  # PLE projection and its norm
+    spec = _spec(r, d, rules, runs, groups, reported_type, tied)
+    return replace(spec, top_params=(embedding, lm_head, final), extra_params=extra)
 
 
 def _spec(
@@ -640,4 +745,11 @@ def _spec(
         layer_runs=runs,
         weight_groups=groups,
         layer_model=rules.name,
+        # the attention layers' `attention_dropout` (their modeling files pass it to the attention call in
+        # training); recurrent layers apply none
+        attention_dropout=r.number("attention_dropout", 0.0),
+        dropout_read=(
+            f"attention_dropout {r.number('attention_dropout', 0.0):g} (attention probabilities;"
+            f" {'config' if r.has('attention_dropout') else 'default 0'}); other dropouts not read"
+        ),
     )

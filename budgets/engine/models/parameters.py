@@ -71,7 +71,7 @@ def parameter_count(spec: ModelSpec) -> ParameterCount:
 
     layers = spec.num_layers * (attention + norms)
     layers += spec.num_moe_layers * moe + (spec.num_layers - spec.num_moe_layers) * dense
-    total = embedding + lm_head + layers + final
+    total = embedding + lm_head + layers + final + spec.tower_params + spec.extra_params
     return ParameterCount(total=total, embedding=embedding, lm_head=lm_head, final_norm=final)
 
 
@@ -79,9 +79,13 @@ def parameter_count(spec: ModelSpec) -> ParameterCount:
 def weight_groups(spec: ModelSpec) -> tuple[WeightGroup, ...]:
     """The checkpoint's tensors by kind: the layered reader's own, or for a flat spec its projections in the
     Llama-style names quantization configs use, with the remaining parameters (norms, biases, positions) as one
-    unquantizable group, so the elements always add up to `parameter_count`."""
+    unquantizable group, so the elements always add up to `parameter_count`; multimodal towers are one unquantized
+    group (vLLM's quantization methods leave vision towers out, e.g. modelopt.py:194-198)."""
+    towers = (
+        (WeightGroup("model.vision_tower", "vision", (spec.tower_params,), linear=False),) if spec.tower_params else ()
+    )
     if spec.weight_groups:
-        return spec.weight_groups
+        return spec.weight_groups + towers
     h, layers = spec.hidden_size, tuple(range(spec.num_layers))
     pc = parameter_count(spec)
     groups = [WeightGroup("model.embed_tokens", "embedding", (pc.embedding,), linear=False)]
@@ -112,7 +116,7 @@ def weight_groups(spec: ModelSpec) -> tuple[WeightGroup, ...]:
         if spec.shared_expert_intermediate_size:
             shared = (spec.mlp_matrices * spec.shared_expert_intermediate_size, h)
             groups.append(WeightGroup("model.layers.{layer}.mlp.shared_expert", "shared_expert", shared, moe))
-    rest = pc.total - sum(g.elements for g in groups)
+    rest = pc.total - spec.tower_params - sum(g.elements for g in groups)
     if rest:
         groups.append(WeightGroup("model.other", "other", (rest,), linear=False))
-    return tuple(groups)
+    return tuple(groups) + towers

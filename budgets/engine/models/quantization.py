@@ -938,13 +938,18 @@ class _Plan:
     notes: list[str]
 
 
+def _listed(matcher: _Matcher, field: str, name: str, budget: _Budget) -> _Keep | None:
+    """Kept unquantized because the config's `field` list names the module (None: it does not)."""
+    hit = matcher.first(name, budget)
+    return None if hit is None else _Keep(f"{field} {hit.text!r}")
+
+
 def _plan_awq(s: AwqScheme) -> _Plan:
     skip = _Matcher(_patterns(f"{_FIELD}.modules_to_not_convert", s.modules_to_not_convert, "substring"))
 
     def classify(g: WeightGroup, name: str, budget: _Budget) -> _Decision:
-        hit = skip.first(name, budget)
-        if hit is not None:
-            return _Keep(f"modules_to_not_convert {hit.text!r}")
+        if kept := _listed(skip, "modules_to_not_convert", name, budget):
+            return kept
         if not g.layers or g.role not in _DECODER_ROLES:
             return _Keep("AutoAWQ quantizes only the Linears inside the decoder layers")
         return _Quant(s)
@@ -1015,9 +1020,8 @@ def _plan_fp8(s: Fp8Scheme) -> _Plan:
     ignored = _Matcher(_patterns(f"{_FIELD}.ignored_layers", s.ignored_layers, "exact"))
 
     def classify(g: WeightGroup, name: str, budget: _Budget) -> _Decision:
-        hit = ignored.first(name, budget)
-        if hit is not None:
-            return _Keep(f"ignored_layers {hit.text!r}")
+        if kept := _listed(ignored, "ignored_layers", name, budget):
+            return kept
         if g.role == "lm_head":
             return _Keep("vLLM's fp8 method quantizes LinearBase layers; lm_head is a ParallelLMHead (fp8.py:166-187)")
         if g.role in ("embedding", "norm"):
@@ -1127,9 +1131,8 @@ def _plan_modelopt(s: ModelOptScheme) -> _Plan:
     exclude = _Matcher(pats)
 
     def classify(g: WeightGroup, name: str, budget: _Budget) -> _Decision:
-        hit = exclude.first(name, budget)
-        if hit is not None:
-            return _Keep(f"exclude_modules {hit.text!r}")
+        if kept := _listed(exclude, "exclude_modules", name, budget):
+            return kept
         if g.role == "lm_head":
             return _Keep("ModelOpt's default config disables lm_head (modelopt/torch/quantization/config.py:152)")
         if g.role == "router":
@@ -1169,9 +1172,8 @@ def _plan_mxfp4(s: Mxfp4Scheme) -> _Plan:
     )
 
     def classify(g: WeightGroup, name: str, budget: _Budget) -> _Decision:
-        hit = skip.first(name, budget)
-        if hit is not None:
-            return _Keep(f"modules_to_not_convert {hit.text!r}")
+        if kept := _listed(skip, "modules_to_not_convert", name, budget):
+            return kept
         if g.role != "expert":
             return _Keep("MXFP4 quantizes only the MoE experts (transformers integrations/mxfp4.py:436-443)")
         return _Quant("mxfp4")

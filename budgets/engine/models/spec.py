@@ -4,6 +4,7 @@ for a directly given architecture. Counts are plain integers (not bytes)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 from .layers import LayerRun, Mixer, Mlp
@@ -78,6 +79,12 @@ class ModelSpec:
     # the checkpoint's tensors by kind (layered models): what quantization configs price; not part of identity
     weight_groups: tuple[WeightGroup, ...] = field(default=(), compare=False, hash=False, repr=False)
     layer_model: str = ""  # how the layers were read ("generic" for a model_type the adapter has no rules for)
+    # dropout probabilities the training forward applies (config keys per model_type: hf_defaults.DROPOUT_KEYS)
+    attention_dropout: float = 0.0  # on the attention probabilities
+    hidden_dropout: float = 0.0  # on each of a layer's two residual branches (attention and MLP outputs)
+    embedding_dropout: float = 0.0  # on the embedding output
+    # the dropout keys the adapter read, their values and where each came from ("" when none were read)
+    dropout_read: str = field(default="", compare=False, hash=False, repr=False)
 
     # --- derived sizes -------------------------------------------------------------------------
     @property
@@ -125,6 +132,7 @@ class ModelSpec:
         return any(run.params for run in self.layer_runs)
 
 
+@lru_cache(maxsize=1024)
 def _flat_runs(spec: ModelSpec) -> tuple[LayerRun, ...]:
     mixer = Mixer("full", spec.num_attention_heads, spec.num_kv_heads, spec.head_dim)
     if spec.is_moe:

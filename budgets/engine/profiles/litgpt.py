@@ -44,8 +44,9 @@ class LitGptProfile(GenericProfile):
     def training_layer_saved(
         self, spec: ModelSpec, x: act.Shape, attention: str, gqa_copies: bool, mode: str, sp_t: int, kept: act.Kept
     ) -> float:
-        # lit-gpt always runs F.scaled_dot_product_attention (model.py:251) on expanded k/v (model.py:208-215)
-        fused = replace(spec, fused_qkv=True, rope_by_cat=False)
+        # lit-gpt always runs F.scaled_dot_product_attention (model.py:251, dropout_p=0.0) on expanded k/v
+        # (model.py:208-215); its layers have no dropout, whatever an HF config sets
+        fused = replace(spec, fused_qkv=True, rope_by_cat=False, attention_dropout=0.0, hidden_dropout=0.0)
         general = act.training_saved_per_layer(fused, x, "sdpa", True, mode, sp_t, kept)
         if mode == "full":
             return general

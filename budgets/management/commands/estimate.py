@@ -16,6 +16,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from pydantic import ValidationError
 
+from budgets.engine.device import NO_DEVICE, Device
 from catalog.units import UnitError, parse_memory
 
 from ...engine import render_table, validation_errors
@@ -55,9 +56,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, file: str, format: str, **options) -> None:
-        device_memory, device_name = device_option(options.get("device_memory"), options.get("configuration"))
+        device = device_option(options.get("device_memory"), options.get("configuration"))
         try:
-            budget = budget_compute(validated(file), device_memory, device_name)
+            budget = budget_compute(validated(file), device)
         except BudgetOutOfRange as exc:
             raise CommandError(f"{file}: {exc}") from None
         if format == "json":
@@ -66,14 +67,14 @@ class Command(BaseCommand):
             self.stdout.write(render_table(budget))
 
 
-def device_option(size: str | None, configuration: str | None) -> tuple[int | None, str | None]:
+def device_option(size: str | None, configuration: str | None) -> Device:
     try:
         if size is not None:
-            return parse_memory(size), None
+            return Device(parse_memory(size))
         if configuration is not None:
             return configuration_device(configuration)
     except UnitError as exc:
         raise CommandError(f"--device-memory: {exc}") from None
     except LookupError as exc:
         raise CommandError(f"--configuration: {exc}") from None
-    return None, None
+    return NO_DEVICE

@@ -1,0 +1,75 @@
+"""Serving engines behind one small interface: the registry the general schema, the plans and the verdicts ask,
+so that none of them names an engine.
+
+An engine says which KV layouts it runs, whether it preallocates a KV pool from the device at start-up (its pool
+arithmetic then lives in its own module: vLLM's in `vllm.py`), the release whose rules apply when the workload
+names none, its memory-utilization default by release, and the measurement view its runs are judged by. Adding an
+engine is a new entry here plus its stage; an unknown engine name is a 400 that lists these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from . import vllm
+
+EngineName = Literal["vllm", "transformers", "generic"]
+# the training code whose layers are modelled (profiles/: transformers + peft, lit-gpt at 8641822)
+TrainingFramework = Literal["transformers", "litgpt"]
+DEFAULT_TRAINING_FRAMEWORK: TrainingFramework = "transformers"
+KvCacheLayout = Literal["paged", "contiguous", "dynamic"]
+DEFAULT_ENGINE: EngineName = "vllm"
+PLAIN_UTILIZATION = 0.9  # engines without a pool of their own: the share of the device a fit may use
+
+
+@dataclass(frozen=True, slots=True)
+class ServingEngine:
+    name: str
+    label: str  # how answers name it ("vLLM")
+    default_layout: KvCacheLayout
+    layouts: tuple[KvCacheLayout, ...]  # the KV layouts it runs
+    preallocated_pool: bool  # sizes a KV pool from the device at start-up (`vllm.py`'s pool arithmetic)
+    need_view: str  # the measurement view (measurements.acceptance.VIEWS) a run on CUDA is judged by
+    default_version: str | None  # the release whose rules apply when runtime.engine_version is absent
+    utilization: Callable[[str], float]  # gpu_memory_utilization default for a release
+
+    def default_utilization(self, version: str | None) -> float:
+        return self.utilization(version or self.default_version or "")
+
+
+def _generate_engine(name: str, label: str, default_layout: KvCacheLayout) -> ServingEngine:
+    """An engine that runs `generate` over a cache of any layout, without a pool of its own."""
+    return ServingEngine(
+        name=name,
+        label=label,
+        default_layout=default_layout,
+        layouts=("paged", "contiguous", "dynamic"),
+        preallocated_pool=False,
+        need_view="device_used",
+        default_version=None,
+        utilization=lambda _version: PLAIN_UTILIZATION,
+    )
+
+
+ENGINES: dict[str, ServingEngine] = {
+    "vllm": ServingEngine(
+        name="vllm",
+        label="vLLM",
+        default_layout="paged",
+        layouts=("paged",),
+        preallocated_pool=True,
+        need_view="vllm_need",
+        default_version=vllm.DEFAULT_VLLM_VERSION,
+        utilization=vllm.default_gpu_memory_utilization,
+    ),
+    # the transformers profiles pick their own default release (profiles/transformers.py)
+    "transformers": _generate_engine("transformers", "transformers", "dynamic"),
+    "generic": _generate_engine("generic", "the generic engine", "contiguous"),
+}
+
+
+def engine(name: str) -> ServingEngine:
+    """The registered engine of that name (the schema admits only these)."""
+    return ENGINES[name]
