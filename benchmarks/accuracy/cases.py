@@ -1801,11 +1801,40 @@ def round9_cases() -> list[dict]:
 # compared once before any tuning (HOLDOUT.md, "Round 10").
 
 ROUND10_IDS = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
+# the shrink rule's GQA attention (2 layers, hidden 256, 4 query heads of 64, 2 KV heads)
+ROUND10_GQA = {
+    "num_hidden_layers": 2,
+    "hidden_size": 256,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+}
+# the Mamba2 mixer the Granite-4.0-H and Falcon-H1 shrinks share (1 group, state 16, conv 4, expand 2, chunks of 64)
+ROUND10_MAMBA2 = {
+    "mamba_n_groups": 1,
+    "mamba_d_state": 16,
+    "mamba_d_conv": 4,
+    "mamba_expand": 2,
+    "mamba_chunk_size": 64,
+    "mamba_conv_bias": True,
+    "mamba_proj_bias": False,
+}
+# the routed/shared expert layout the DeepSeek-style MoE families share after shrinking (4 experts top-2, 1 shared,
+# the first layer dense)
+ROUND10_DEEPSEEK_MOE = {
+    "n_routed_experts": 4,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 2,
+    "first_k_dense_replace": 1,
+    "topk_group": 1,
+    "norm_topk_prob": True,
+}
 
 ROUND10_CONFIGS: dict[str, dict] = {
     # deepseek-v3.json: MLA (q LoRA 1536 -> 64, kv LoRA 512 -> 64, nope/rope/v 128/64/128 -> 64/32/64), 3 dense
     # layers then MoE (first_k_dense_replace 1 here), 256 -> 4 experts + 1 shared, grouped sigmoid routing
     "deepseek_v3": {
+        **ROUND10_DEEPSEEK_MOE,
         "model_type": "deepseek_v3",
         "num_hidden_layers": 2,
         "hidden_size": 256,
@@ -1813,14 +1842,8 @@ ROUND10_CONFIGS: dict[str, dict] = {
         "num_key_value_heads": 4,
         "intermediate_size": 640,
         "moe_intermediate_size": 64,
-        "n_routed_experts": 4,
-        "n_shared_experts": 1,
-        "num_experts_per_tok": 2,
         "n_group": 2,
-        "topk_group": 1,
-        "first_k_dense_replace": 1,
         "moe_layer_freq": 1,
-        "norm_topk_prob": True,
         "routed_scaling_factor": 2.5,
         "scoring_func": "sigmoid",
         "topk_method": "noaux_tc",
@@ -1849,52 +1872,7 @@ ROUND10_CONFIGS: dict[str, dict] = {
         **ROUND10_IDS,
     },
     # deepseek-v3.2.json: as DeepSeek-V3 plus the lightning indexer (64 heads x 128 -> 4 x 64, top-2048 -> 64)
-    "deepseek_v32": {
-        "model_type": "deepseek_v32",
-        "num_hidden_layers": 2,
-        "hidden_size": 256,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 4,
-        "intermediate_size": 640,
-        "moe_intermediate_size": 64,
-        "n_routed_experts": 4,
-        "n_shared_experts": 1,
-        "num_experts_per_tok": 2,
-        "n_group": 2,
-        "topk_group": 1,
-        "first_k_dense_replace": 1,
-        "moe_layer_freq": 1,
-        "norm_topk_prob": True,
-        "routed_scaling_factor": 2.5,
-        "scoring_func": "sigmoid",
-        "topk_method": "noaux_tc",
-        "q_lora_rank": 64,
-        "kv_lora_rank": 64,
-        "qk_nope_head_dim": 64,
-        "qk_rope_head_dim": 32,
-        "v_head_dim": 64,
-        "index_head_dim": 64,
-        "index_n_heads": 4,
-        "index_topk": 64,
-        "attention_bias": False,
-        "attention_dropout": 0.0,
-        "hidden_act": "silu",
-        "max_position_embeddings": 163840,
-        "rope_theta": 10000,
-        "rope_scaling": {
-            "beta_fast": 32,
-            "beta_slow": 1,
-            "factor": 40,
-            "mscale": 1.0,
-            "mscale_all_dim": 1.0,
-            "original_max_position_embeddings": 4096,
-            "type": "yarn",
-        },
-        "rms_norm_eps": 1e-06,
-        "tie_word_embeddings": False,
-        "vocab_size": 2000,
-        **ROUND10_IDS,
-    },
+    "deepseek_v32": {},  # as deepseek_v3 plus the indexer: filled in below the table
     # kimi-linear-48b-a3b-instruct.json: KDA layers (32 x 128 -> 4 x 64) with MLA every 4th (no q LoRA), layer 0
     # dense then MoE (256 -> 4 experts top-8 -> top-2, 1 shared), the checkpoint's linear_attn_config form
     "kimi_linear": {
@@ -1941,6 +1919,7 @@ ROUND10_CONFIGS: dict[str, dict] = {
     # glm-4.5-fp8.json (GLM-4.5): q/k/v biases, per-head qk norm, partial RoPE 0.5, 3 dense layers then MoE
     # (160 -> 4 experts top-8 -> top-2, 1 shared); quantization_config dropped
     "glm4_moe": {
+        **ROUND10_DEEPSEEK_MOE,
         "model_type": "glm4_moe",
         "num_hidden_layers": 2,
         "hidden_size": 256,
@@ -1952,13 +1931,7 @@ ROUND10_CONFIGS: dict[str, dict] = {
         "use_qk_norm": True,
         "intermediate_size": 640,
         "moe_intermediate_size": 64,
-        "n_routed_experts": 4,
-        "n_shared_experts": 1,
-        "num_experts_per_tok": 2,
-        "first_k_dense_replace": 1,
         "n_group": 1,
-        "topk_group": 1,
-        "norm_topk_prob": True,
         "routed_scaling_factor": 2.5,
         "num_nextn_predict_layers": 1,
         "attention_dropout": 0.0,
@@ -1974,6 +1947,7 @@ ROUND10_CONFIGS: dict[str, dict] = {
     # glm-4.7-flash.json: MLA (q LoRA 768 -> 128, kv LoRA 512 -> 64, nope/rope/v 192/64/256 -> 48/16/64), MHA,
     # layer 0 dense then MoE (64 -> 4 experts top-4 -> top-2, 1 shared)
     "glm4_moe_lite": {
+        **ROUND10_DEEPSEEK_MOE,
         "model_type": "glm4_moe_lite",
         "num_hidden_layers": 2,
         "hidden_size": 256,
@@ -1981,13 +1955,7 @@ ROUND10_CONFIGS: dict[str, dict] = {
         "num_key_value_heads": 4,
         "intermediate_size": 1280,
         "moe_intermediate_size": 192,
-        "n_routed_experts": 4,
-        "n_shared_experts": 1,
-        "num_experts_per_tok": 2,
-        "first_k_dense_replace": 1,
         "n_group": 1,
-        "topk_group": 1,
-        "norm_topk_prob": True,
         "routed_scaling_factor": 1.8,
         "topk_method": "noaux_tc",
         "q_lora_rank": 128,
@@ -2097,6 +2065,7 @@ ROUND10_CONFIGS: dict[str, dict] = {
     # GraniteMoeHybridConfig defaults (Granite-4.0-H): Mamba2 and attention layers (the class default is all
     # Mamba; the family has both), every layer MoE (8 -> 4 experts top-2) + a shared MLP (1024 -> 64)
     "granitemoehybrid": {
+        **ROUND10_MAMBA2,
         "model_type": "granitemoehybrid",
         "num_hidden_layers": 2,
         "layer_types": ["mamba", "attention"],
@@ -2109,13 +2078,6 @@ ROUND10_CONFIGS: dict[str, dict] = {
         "num_experts_per_tok": 2,
         "mamba_n_heads": 8,
         "mamba_d_head": 64,
-        "mamba_n_groups": 1,
-        "mamba_d_state": 16,
-        "mamba_d_conv": 4,
-        "mamba_expand": 2,
-        "mamba_chunk_size": 64,
-        "mamba_conv_bias": True,
-        "mamba_proj_bias": False,
         "attention_bias": False,
         "attention_dropout": 0.0,
         "hidden_act": "silu",
@@ -2171,6 +2133,7 @@ ROUND10_CONFIGS: dict[str, dict] = {
     # FalconH1Config defaults: attention and Mamba2 side by side in every layer (mamba_d_ssm 1024 -> 64, 8 heads
     # of 8), GQA 32/8
     "falcon_h1": {
+        **ROUND10_MAMBA2,
         "model_type": "falcon_h1",
         "num_hidden_layers": 2,
         "hidden_size": 256,
@@ -2180,13 +2143,6 @@ ROUND10_CONFIGS: dict[str, dict] = {
         "mamba_d_ssm": 64,
         "mamba_n_heads": 8,
         "mamba_d_head": 8,
-        "mamba_n_groups": 1,
-        "mamba_d_state": 16,
-        "mamba_d_conv": 4,
-        "mamba_expand": 2,
-        "mamba_chunk_size": 64,
-        "mamba_conv_bias": True,
-        "mamba_proj_bias": False,
         "mamba_rms_norm": False,
         "attention_bias": False,
         "attention_dropout": 0.0,
@@ -2347,11 +2303,7 @@ ROUND10_CONFIGS: dict[str, dict] = {
     # Ernie4_5Config defaults (ERNIE-4.5-0.3B): GQA 16/2, head_dim 128 -> 64, tied head, no biases
     "ernie4_5": {
         "model_type": "ernie4_5",
-        "num_hidden_layers": 2,
-        "hidden_size": 256,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 64,
+        **ROUND10_GQA,
         "intermediate_size": 768,
         "use_bias": False,
         "hidden_act": "silu",
@@ -2440,46 +2392,7 @@ ROUND10_CONFIGS: dict[str, dict] = {
     },
     # qwen3.5-35b-a3b.json text_config (qwen3_5_moe_text): as Qwen3.5 with every layer MoE (256 -> 4 experts
     # top-8 -> top-2) + a gated shared expert
-    "qwen3_5_moe": {
-        "model_type": "qwen3_5_moe_text",
-        "num_hidden_layers": 4,
-        "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
-        "full_attention_interval": 4,
-        "hidden_size": 256,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 64,
-        "attn_output_gate": True,
-        "moe_intermediate_size": 64,
-        "shared_expert_intermediate_size": 64,
-        "num_experts": 4,
-        "num_experts_per_tok": 2,
-        "linear_conv_kernel_dim": 4,
-        "linear_key_head_dim": 64,
-        "linear_num_key_heads": 2,
-        "linear_num_value_heads": 4,
-        "linear_value_head_dim": 64,
-        "mamba_ssm_dtype": "float32",
-        "mlp_only_layers": [],
-        "mtp_num_hidden_layers": 1,
-        "mtp_use_dedicated_embeddings": False,
-        "router_aux_loss_coef": 0.001,
-        "rope_parameters": {
-            "mrope_interleaved": True,
-            "mrope_section": [3, 3, 2],
-            "rope_type": "default",
-            "rope_theta": 10000000,
-            "partial_rotary_factor": 0.25,
-        },
-        "attention_bias": False,
-        "attention_dropout": 0.0,
-        "hidden_act": "silu",
-        "max_position_embeddings": 262144,
-        "rms_norm_eps": 1e-06,
-        "tie_word_embeddings": False,
-        "vocab_size": 2000,
-        **ROUND10_IDS,
-    },
+    "qwen3_5_moe": {},  # as qwen3_5 with every layer MoE: filled in below the table
     # llama-4-maverick.json text_config (llama4_text): chunked local attention (8192 -> 64) with every 4th layer
     # global without RoPE, MoE every 2nd layer (128 -> 4 experts, top-1, one shared expert), dense layers
     # intermediate_size_mlp wide (16384 -> 832)
@@ -2594,11 +2507,7 @@ ROUND10_CONFIGS: dict[str, dict] = {
         "tie_word_embeddings": False,
         "text_config": {
             "model_type": "qwen3_vl_text",
-            "num_hidden_layers": 2,
-            "hidden_size": 256,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "head_dim": 64,
+            **ROUND10_GQA,
             "intermediate_size": 768,
             "attention_bias": False,
             "attention_dropout": 0.0,
@@ -2667,6 +2576,23 @@ ROUND10_CONFIGS: dict[str, dict] = {
             "rope_theta": 10000.0,
         },
     },
+}
+ROUND10_CONFIGS["deepseek_v32"] = {
+    **ROUND10_CONFIGS["deepseek_v3"],
+    "model_type": "deepseek_v32",
+    "index_head_dim": 64,
+    "index_n_heads": 4,
+    "index_topk": 64,
+}
+ROUND10_CONFIGS["qwen3_5_moe"] = {
+    **{key: value for key, value in ROUND10_CONFIGS["qwen3_5"].items() if key != "intermediate_size"},
+    "model_type": "qwen3_5_moe_text",
+    "linear_num_value_heads": 4,
+    "moe_intermediate_size": 64,
+    "num_experts": 4,
+    "num_experts_per_tok": 2,
+    "router_aux_loss_coef": 0.001,
+    "shared_expert_intermediate_size": 64,
 }
 
 ROUND10_GEN_SHAPE = (4, 256, 8)  # sessions, prompt tokens, new tokens
