@@ -51,7 +51,7 @@ lint: dev-install
 	$(BIN)/lint-imports
 	DJANGO_SECRET_KEY=$${DJANGO_SECRET_KEY:-test-only-not-a-secret} $(BIN)/mypy
 
-## make catalog: rebuild fixtures/catalog from ../shared/data (fails if the committed files are stale), then load it.
+## make catalog: rebuild fixtures/catalog from fixtures/source (fails if the committed files are stale), then load it.
 catalog: install
 	$(BIN)/python fixtures/build_catalog.py --check
 	DJANGO_DEBUG=$${DJANGO_DEBUG:-1} $(BIN)/python manage.py loadcatalog

@@ -1,7 +1,7 @@
 """vLLM's start-up memory accounting: the KV pool it allocates, by release.
 
 vLLM measures at start-up and gives the KV cache what is left of its share of the device
-(`../shared/research/vllm-memory.md` §1 and §4; file:line references are inside vLLM's release wheels):
+(`docs/research/vllm-memory.md` §1 and §4; file:line references are inside vLLM's release wheels):
 
     KV = u·T − W − A − N − G   per GPU ("Available KV cache memory")
     blocks = floor(KV / (block_tokens × per-token bytes on the rank)), min over pipeline ranks

@@ -37,7 +37,7 @@ from catalog.services import (
 from catalog.units import version_key
 
 CATALOG = Path(settings.BASE_DIR) / "fixtures" / "catalog"
-SHARED_DATA = Path(settings.BASE_DIR).parent / "shared" / "data"
+SHARED_DATA = Path(settings.BASE_DIR) / "fixtures" / "source"
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ memory (the v2 struct, which reports the driver's reserve apart, with a fallback
 before R510), compute capability, MIG mode and the compute processes using it. Anything that makes
 NVML unusable raises :class:`NvmlUnavailable` with a sentence saying why, which the inventory keeps.
 
-Research notes: shared/research/measurement.md §1.2 (calls), §1.3 (process structs), §1.5 (errors).
+Research notes: docs/research/measurement.md §1.2 (calls), §1.3 (process structs), §1.5 (errors).
 """
 
 from __future__ import annotations
