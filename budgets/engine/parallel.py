@@ -58,11 +58,6 @@ class _Shared(TypedDict):
     heads: int
 
 
-def kv_heads_per_device(spec: ModelSpec, tensor: int) -> int:
-    """vLLM's one rounding rule for heads on a device (models/layers.py `heads_per_device`)."""
-    return heads_per_device(spec.num_kv_heads, tensor)
-
-
 def stages(
     spec: ModelSpec, tensor: int, pipeline: int, data: int, zero_stage: int, sequence_parallel: bool
 ) -> list[Stage]:
@@ -73,7 +68,7 @@ def stages(
         "data": data,
         "zero_stage": zero_stage,
         "sequence_parallel": sequence_parallel,
-        "kv_heads": kv_heads_per_device(spec, tensor),
+        "kv_heads": heads_per_device(spec.num_kv_heads, tensor),
         "heads": heads_per_device(spec.num_attention_heads, tensor),
     }
     if pipeline == 1:

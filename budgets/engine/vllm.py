@@ -29,7 +29,7 @@ from .budget import ServingPlan
 from .components import kv_cache as kv
 from .dtypes import nbytes
 from .models import ModelSpec
-from .models.layers import Mixer
+from .models.layers import Mixer, heads_per_device
 
 GIB = 2**30
 DEFAULT_VLLM_VERSION = "0.11.0"  # the release whose code the formula was read from (vllm-memory.md §1.1)
@@ -250,10 +250,6 @@ def scheduler_defaults(
     return SERVE_DEFAULTS["large" if large else "small"]
 
 
-def kv_heads_on_rank(spec: ModelSpec, tensor: int) -> int:
-    return max(1, spec.num_kv_heads // tensor)  # vllm-0.11.0/config/model.py:1179-1191
-
-
 @dataclass(frozen=True, slots=True)
 class CacheLayout:
     """What vLLM's KV pool holds per request, by layer kind (vllm-0.11.0/v1/kv_cache_interface.py
@@ -386,7 +382,7 @@ def profile_activations(
     """
     h = spec.hidden_size
     q = (spec.num_attention_heads // tensor) * spec.head_dim
-    kv = kv_heads_on_rank(spec, tensor) * spec.head_dim
+    kv = heads_per_device(spec.num_kv_heads, tensor) * spec.head_dim
     if spec.is_moe:
         n = math.ceil(spec.expert_intermediate_size / tensor)
         mlp = tokens * spec.experts_per_token * (3 * n + h) * d

@@ -15,7 +15,7 @@ Every size is bounded before any loop or product (`Reader`): a hostile config is
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .hf_defaults import LAYERED_RULES, LayeredRules
@@ -42,7 +42,6 @@ class Reader:
 
     cfg: Mapping[str, Any]
     where: str = "hf_config"
-    read: list[str] = field(default_factory=list)
 
     def has(self, key: str) -> bool:
         return self.cfg.get(key) is not None
@@ -59,7 +58,6 @@ class Reader:
             raise ConfigError(f"{self.where} '{key}' must be an integer, got {value!r}")
         if not lo <= value <= hi:
             raise ConfigError(f"{self.where} '{key}' = {value!r} is outside the allowed range {lo}..{hi}")
-        self.read.append(key)
         return int(value)
 
     def number(self, key: str, default: float, *, lo: float = 0.0, hi: float = 1.0) -> float:

@@ -28,8 +28,6 @@ from typing import Literal
 
 MixerKind = Literal["full", "sliding", "chunked", "mla", "linear", "mamba", "cross", "none"]
 MlpKind = Literal["dense", "moe", "none"]
-# kinds whose cache grows with the context (bytes per token)
-TOKEN_KINDS: frozenset[str] = frozenset({"full", "sliding", "chunked", "mla"})
 # kinds with a fixed state per sequence
 STATE_KINDS: frozenset[str] = frozenset({"linear", "mamba"})
 

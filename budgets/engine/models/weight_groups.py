@@ -8,7 +8,6 @@ group, since a quantization config names modules (`lm_head`, `re:.*mlp.gate$`, `
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,7 +34,3 @@ class WeightGroup:
     @property
     def elements(self) -> int:
         return math.prod(self.shape) * self.count
-
-
-def total_elements(groups: Iterable[WeightGroup]) -> int:
-    return sum(g.elements for g in groups)
