@@ -492,7 +492,7 @@ def _with_sliding_runs(spec: ModelSpec, window: int, sliding: tuple[bool, ...]) 
     """The flat spec's layers as runs: full attention, the layers that slide keeping `window` positions."""
     (flat,) = spec.runs
     per_layer = [
-        (replace(flat.mixer, kind="sliding", window=window) if slides else flat.mixer, flat.mlp, 0)
+        (replace(flat.mixer, kind="sliding", window=window) if slides else flat.mixer, flat.mlp, 0, None)
         for slides in sliding
     ]
     return replace(spec, layer_runs=compress(per_layer))

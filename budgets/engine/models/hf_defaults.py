@@ -236,6 +236,8 @@ class LayeredRules:
     mamba_state_key: str = "mamba_d_state"
     mamba_groups_key: str = "mamba_n_groups"
     mamba_conv_key: str = "mamba_d_conv"
+    mamba_chunk_key: str = "mamba_chunk_size"  # the PyTorch chunked scan's chunk (configuration_bamba.py:73 etc.)
+    mamba_chunk_default: int = 256
     mamba_expand_key: str = "mamba_expand"
     mamba_inner_key: str = ""  # an explicit inner width (Falcon-H1 mamba_d_ssm)
     mamba_bias_key: str = "mamba_proj_bias"
@@ -330,6 +332,8 @@ LAYERED_RULES: dict[str, LayeredRules] = {
         mamba_state_key="ssm_state_size",
         mamba_groups_key="n_groups",
         mamba_conv_key="conv_kernel",
+        mamba_chunk_key="chunk_size",
+        mamba_chunk_default=128,  # configuration_nemotron_h.py:129
         mamba_expand_key="expand",
         mamba_bias_key="use_bias",
         shared_width_key="moe_shared_expert_intermediate_size",

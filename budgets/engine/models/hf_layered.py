@@ -339,7 +339,19 @@ def _mla(g: _Groups, r: Reader, d: _Dims) -> Mixer:
         g.linear("self_attn.indexer.wk", "attention", index_dim, d.h)
         g.vector("self_attn.indexer.k_norm", "norm", 2 * index_dim)  # LayerNorm: weight and bias
         g.linear("self_attn.indexer.weights_proj", "attention", index_heads, d.h)
-    return Mixer("mla", d.heads, 1, qk, v, latent_dim=latent, rope_dim=rope, index_dim=index_dim)
+    index_heads = r.integer("index_n_heads", lo=1, hi=MAX_HEADS) if index_dim else 0
+    return Mixer(
+        "mla",
+        d.heads,
+        1,
+        qk,
+        v,
+        latent_dim=latent,
+        rope_dim=rope,
+        index_dim=index_dim,
+        q_rank=q_lora,
+        index_heads=index_heads,
+    )
 
 
 def _gated_delta_net(g: _Groups, r: Reader, d: _Dims) -> Mixer:
@@ -359,7 +371,18 @@ def _gated_delta_net(g: _Groups, r: Reader, d: _Dims) -> Mixer:
     g.vector("linear_attn.norm", "norm", dv)
     g.linear("linear_attn.out_proj", "attention", d.h, value)
     # state (vllm mamba_utils.py gated_delta_net_state_shape): conv (kernel − 1) × conv dim, temporal nv × dk × dv
-    return Mixer("linear", conv_state=(kernel - 1) * conv, recurrent_state=nv * dk * dv)
+    return Mixer(
+        "linear",
+        nv,
+        nk,
+        dk,
+        dv,
+        conv_state=(kernel - 1) * conv,
+        recurrent_state=nv * dk * dv,
+        variant="gated_delta",
+        chunk=64,  # torch_chunk_gated_delta_rule's chunk_size (modeling_qwen3_next.py:377)
+        kernel=kernel,
+    )
 
 
 def _kimi_delta(g: _Groups, r: Reader, d: _Dims) -> Mixer:
@@ -389,7 +412,18 @@ def _kimi_delta(g: _Groups, r: Reader, d: _Dims) -> Mixer:
     g.linear("self_attn.g_b_proj", "attention", width, hd)
     g.vector("self_attn.o_norm", "norm", hd)
     g.linear("self_attn.o_proj", "attention", d.h, width)
-    return Mixer("linear", conv_state=(kernel - 1) * 3 * width, recurrent_state=heads * hd * hd)
+    return Mixer(
+        "linear",
+        heads,
+        heads,
+        hd,
+        hd,
+        conv_state=(kernel - 1) * 3 * width,
+        recurrent_state=heads * hd * hd,
+        variant="kda",
+        chunk=64,  # chunk_kda's chunk_size
+        kernel=kernel,
+    )
 
 
 def _key(r: Reader, preferred: str, *alternatives: str) -> str:
@@ -426,7 +460,22 @@ def _mamba2(g: _Groups, r: Reader, d: _Dims, rules: LayeredRules) -> Mixer:
         g.vector(f"{p}.norm", "norm", inner)
     g.linear(f"{p}.out_proj", "attention", d.h, inner, bias)
     # vllm mamba_utils.py mamba2_state_shape: conv (kernel − 1) × (inner + 2·groups·state), ssm heads × hd × state
-    return Mixer("mamba", conv_state=(kernel - 1) * conv, recurrent_state=heads * (inner // heads) * state)
+    chunk_key = _key(r, rules.mamba_chunk_key, "mamba_chunk_size", "chunk_size")
+    chunk = r.integer(chunk_key, rules.mamba_chunk_default, lo=1, hi=MAX_POSITIONS)
+    return Mixer(
+        "mamba",
+        heads,
+        0,
+        inner // heads,
+        conv_state=(kernel - 1) * conv,
+        recurrent_state=heads * (inner // heads) * state,
+        variant="mamba2",
+        inner=inner,
+        state_dim=state,
+        groups=groups,
+        chunk=chunk,
+        kernel=kernel,
+    )
 
 
 def _mamba1(g: _Groups, r: Reader, d: _Dims) -> Mixer:
@@ -449,7 +498,16 @@ def _mamba1(g: _Groups, r: Reader, d: _Dims) -> Mixer:
     g.vector("mamba.b_layernorm", "norm", state)
     g.vector("mamba.c_layernorm", "norm", state)
     # vllm mamba_utils.py mamba1_state_shape: conv (kernel − 1) × inner, ssm inner × state
-    return Mixer("mamba", conv_state=(kernel - 1) * inner, recurrent_state=inner * state)
+    return Mixer(
+        "mamba",
+        conv_state=(kernel - 1) * inner,
+        recurrent_state=inner * state,
+        variant="mamba1",
+        inner=inner,
+        state_dim=state,
+        kernel=kernel,
+        rank=dt_rank,
+    )
 
 
 def _gated(r: Reader, rules: LayeredRules) -> bool:
@@ -512,14 +570,14 @@ def _nas_block(g: _Groups, block: Reader, norm: str, linear: str, role: Role, h:
     return True
 
 
-def _nas_layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, Mlp, _Groups]]:
+def _nas_layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, Mlp, _Groups, Mixer | None]]:
     """Nemotron-NAS (DeciLM `block_configs`): per layer, attention with its own KV-head grouping, a linear
     stand-in or nothing; an FFN of its own width, a linear stand-in or nothing (modeling_decilm.py; the FFN
     width is `_ffn_mult_to_intermediate_size`: the multiple of 256 at or above int(2·mult·h/3))."""
     blocks = r.cfg.get("block_configs")
     if not isinstance(blocks, list) or len(blocks) < d.layers:
         raise ConfigError(f"{r.where} 'block_configs' must list one block per layer ({d.layers})")
-    out = []
+    out: list[tuple[Mixer, Mlp, _Groups, Mixer | None]] = []
     for i, block in enumerate(blocks[: d.layers]):
         if not isinstance(block, Mapping):
             raise ConfigError(f"{r.where} block_configs[{i}] must be an object")
@@ -542,7 +600,7 @@ def _nas_layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, M
                 raise ConfigError(f"{fr.where} 'ffn_mult' must be a positive number")
             width = -(-int(2 * mult * d.h / 3) // 256) * 256
             mlp = _dense_mlp(g, r, d, rules, width, "mlp")
-        out.append((mixer, mlp, g))
+        out.append((mixer, mlp, g, None))
     return out
 
 
@@ -621,7 +679,7 @@ def _per_layer_input(g: _Groups, r: Reader, d: _Dims, rules: LayeredRules) -> No
         g.vector("post_per_layer_input_norm", "norm", d.h)
 
 
-def _layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, Mlp, _Groups]]:
+def _layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, Mlp, _Groups, Mixer | None]]:
     if rules.block_configs or r.has("block_configs"):
         return _nas_layers(r, d, rules)
     kinds = _mixer_kinds(r, d, rules)
@@ -637,12 +695,12 @@ def _layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, Mlp, 
     for i, kind in enumerate(kinds):
         g = _Groups(i)
         block = blocks[i] if blocks is not None else ""
-        mixer = Mixer("none")
+        mixer, side = Mixer("none"), None
         if i in cross:
             mixer = _cross_attention(g, r, d)
         elif rules.parallel_mamba:  # Falcon-H1: attention and Mamba2 side by side in every layer
             mixer = _attention(g, r, d, rules, kind)
-            _mamba2(g, r, d, rules)
+            side = _mamba2(g, r, d, rules)
         elif kind == "linear":
             kda = rules.kimi_delta or isinstance(r.cfg.get("linear_attn_config"), Mapping)
             mixer = _kimi_delta(g, r, d) if kda else _gated_delta_net(g, r, d)
@@ -667,7 +725,7 @@ def _layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, Mlp, 
             mlp = _moe(g, r, d, rules) if moe[i] else _dense_mlp(g, r, d, rules, dense_width, rules.mlp_prefix)
             _norms(g, d, rules, rules.norms_per_layer)
         _per_layer_input(g, r, d, rules)
-        out.append((mixer, mlp, g))
+        out.append((mixer, mlp, g, side))
     return out
 
 
@@ -691,8 +749,8 @@ def build_layered(cfg: Mapping[str, Any], model_type: str, reported_type: str) -
         top.add("embed_tokens_per_layer", "embedding", (vocab, d.layers * width), linear=False)
         top.linear("per_layer_model_projection", "other", d.layers * width, d.h)
         top.vector("per_layer_projection_norm", "norm", width)
-    runs = compress([(mixer, mlp, g.elements) for mixer, mlp, g in layers])
-    groups = tuple(top.items) + tuple(item for _, _, g in layers for item in g.items)
+    runs = compress([(mixer, mlp, g.elements, side) for mixer, mlp, g, side in layers])
+    groups = tuple(top.items) + tuple(item for _, _, g, _ in layers for item in g.items)
     embedding = sum(g.elements for g in top.items if g.role == "embedding")
     lm_head = sum(g.elements for g in top.items if g.role == "lm_head")
     final = sum(g.elements for g in top.items if g.name == "model.norm")

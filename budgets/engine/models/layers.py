@@ -22,6 +22,7 @@ that the heads do not divide), so floor and ceiling never differ on a plan eithe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -53,6 +54,20 @@ class Mixer:
     conv_state: int = 0  # linear / mamba: convolution state elements per sequence (whole layer)
     recurrent_state: int = 0  # linear / mamba: recurrent (SSM) state elements per sequence (whole layer)
     sinks: bool = False  # learned attention sinks (gpt-oss): a per-head parameter, nothing cached
+    # how the layer computes (read by the activation model, not by the cache rules): the recurrent variant
+    # ("mamba1", "mamba2", "gated_delta", "kda"; "" for attention kinds) and its scan's shape. Gated DeltaNet:
+    # heads = value heads, kv_heads = key heads, head_dim = key head size, v_head_dim = value head size; KDA:
+    # heads × head_dim for q, k and v; Mamba2: heads × head_dim = inner; MLA: q_rank = q_lora_rank, and V3.2's
+    # indexer `index_heads` × `index_dim`
+    variant: str = ""
+    inner: int = 0  # mamba intermediate size (d_inner)
+    state_dim: int = 0  # mamba SSM state size per channel (d_state)
+    groups: int = 0  # mamba2 B/C groups (n_groups)
+    chunk: int = 0  # chunked scan's chunk length (mamba2 chunk_size; 64 for the delta rules)
+    kernel: int = 0  # causal conv1d kernel
+    rank: int = 0  # mamba1 dt_rank
+    q_rank: int = 0  # MLA q_lora_rank (0: a plain q projection)
+    index_heads: int = 0  # MLA V3.2 indexer heads
 
     @property
     def value_dim(self) -> int:
@@ -113,6 +128,7 @@ class LayerRun:
     mixer: Mixer
     mlp: Mlp
     params: int = 0  # parameters of one layer (mixer, MLP, norms); 0 on runs derived from the flat fields
+    side: Mixer | None = None  # a second mixer beside the first on the same input (Falcon-H1's Mamba2)
 
 
 @lru_cache(maxsize=4096)
@@ -123,18 +139,19 @@ def layer_mixers(runs: tuple[LayerRun, ...], start: int, stop: int) -> tuple[tup
     for run in runs:
         lo, hi = max(at, start), min(at + run.count, stop)
         if hi > lo:
-            counts[run.mixer] = counts.get(run.mixer, 0) + hi - lo
+            for mixer in (run.mixer, run.side) if run.side else (run.mixer,):
+                counts[mixer] = counts.get(mixer, 0) + hi - lo
         at += run.count
     return tuple(counts.items())
 
 
-def compress(per_layer: list[tuple[Mixer, Mlp, int]]) -> tuple[LayerRun, ...]:
-    """Runs of identical consecutive layers from a per-layer list of (mixer, mlp, params)."""
+def compress(per_layer: Sequence[tuple[Mixer, Mlp, int, Mixer | None]]) -> tuple[LayerRun, ...]:
+    """Runs of identical consecutive layers from a per-layer list of (mixer, mlp, params, side mixer)."""
     runs: list[LayerRun] = []
-    for mixer, mlp, params in per_layer:
-        if runs and runs[-1].mixer == mixer and runs[-1].mlp == mlp and runs[-1].params == params:
-            last = runs[-1]
-            runs[-1] = LayerRun(last.count + 1, mixer, mlp, params)
+    for mixer, mlp, params, side in per_layer:
+        last = runs[-1] if runs else None
+        if last and (last.mixer, last.mlp, last.params, last.side) == (mixer, mlp, params, side):
+            runs[-1] = LayerRun(last.count + 1, mixer, mlp, params, side)
         else:
-            runs.append(LayerRun(1, mixer, mlp, params))
+            runs.append(LayerRun(1, mixer, mlp, params, side))
     return tuple(runs)
