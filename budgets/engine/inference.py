@@ -122,7 +122,7 @@ def generate_stage(w: Workload, stage: parallel.Stage, weights: Range) -> StageP
     xp = activation_shape(spec, stage, b, s, cache.attend_prefill, d, fp16_cuda)
     # the new last-position logits exist only at the head, after the layers' transients are freed
     logits = b * xp.vocab * d if stage.holds_head else 0
-    prefill_act = _prefill_activations(w, spec, xp, gqa_sdpa, broadcast_mask, logits, profile)
+    prefill_act = _prefill_activations(w, spec, stage, xp, gqa_sdpa, broadcast_mask, logits, profile)
     decode_act, generation_ids = _decode_activations(
         w, spec, stage, xp, cache, gqa_sdpa, broadcast_mask, logits, fp16_cuda, profile
     )
@@ -166,6 +166,7 @@ def generate_stage(w: Workload, stage: parallel.Stage, weights: Range) -> StageP
 def _prefill_activations(
     w: Workload,
     spec: ModelSpec,
+    stage: parallel.Stage,
     xp: act.Shape,
     gqa_sdpa: bool,
     broadcast_mask: bool,
@@ -176,7 +177,8 @@ def _prefill_activations(
     attention = w.runtime.attention
     attend = xp.k
     _, mask_copy = act.attention_masks(spec, xp, attention, attend)
-    layer = act.inference_forward_transient(spec, xp, attention, gqa_copies=not gqa_sdpa, mask_copy=mask_copy)
+    last = stage.first_layer + stage.layers
+    layer = act.layer_forward_peak(spec, xp, attention, not gqa_sdpa, mask_copy, stage.first_layer, last)
     model_level = act.model_level_inference(spec, xp, attention, attend, broadcast_mask)
     prompt_ids = profile.prefill_loop_bytes(xp.tokens)  # besides input_ids and position_ids (model_level)
     return model_level + prompt_ids + max(layer, 2 * xp.tokens * xp.h * xp.d + logits)
@@ -201,7 +203,8 @@ def _decode_activations(
     longest = s + inf.max_output_tokens
     xd = activation_shape(spec, stage, b, 1, cache.attend_decode, xp.d, fp16_cuda)
     _, mask_copy = act.attention_masks(spec, xd, attention, cache.attend_decode)
-    layer = act.inference_forward_transient(spec, xd, attention, gqa_copies=not gqa_sdpa, mask_copy=mask_copy)
+    last = stage.first_layer + stage.layers
+    layer = act.layer_forward_peak(spec, xd, attention, not gqa_sdpa, mask_copy, stage.first_layer, last)
     model_level = act.model_level_inference(spec, xd, attention, cache.attend_decode, broadcast_mask)
     generation_ids = profile.generation_ids_bytes(b, s, longest)
     prev_scores = profile.previous_scores_bytes(b, xp.vocab, spec.eos_token) if stage.holds_head else 0

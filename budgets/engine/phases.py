@@ -71,6 +71,7 @@ def activation_shape(
         # softmax(dtype=float32) reads fp16 scores directly on CUDA; elsewhere it copies them first
         softmax_copy=not fp16_cuda,
         cuda=cuda,
+        tensor=t,
     )
 
 

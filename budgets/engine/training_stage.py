@@ -284,14 +284,23 @@ def _forward_saved(
     assert w.training is not None
     attention, mode = w.runtime.attention, w.training.activation_checkpointing
     s, d = x.s, x.d
-    gqa_sdpa = attention != "eager" and spec.head_dim <= 256
     sp_t = stage.tensor if stage.sequence_parallel else 1
-    per_layer = profiles.workload_profile(w).training_layer_saved(
-        spec, x, attention, not gqa_sdpa, mode, sp_t, _kept(w, x)
-    )
+    profile, kept = profiles.workload_profile(w), _kept(w, x)
+    first, last = stage.first_layer, stage.first_layer + stage.layers
     if compiled and mode == "none":
-        per_layer = act.compiled_saved_per_layer(spec, x, _kept(w, x))
-    saved_layers = per_layer * stage.layers * stage.in_flight_microbatches
+        saved_layers = act.compiled_saved_per_layer(spec, x, kept) * stage.layers
+    else:
+        saved_layers = act.layers_saved(
+            spec,
+            x,
+            attention,
+            first,
+            last,
+            lambda view, vx, gqa_copies: profile.training_layer_saved(
+                view, vx, attention, gqa_copies, mode, sp_t, kept
+            ),
+        )
+    saved_layers *= stage.in_flight_microbatches
     if compiled and mode == "none" and w.training.method != "full" and stage.holds_embedding:
         saved_layers -= act.compiled_first_layer_unsaved(x) * stage.in_flight_microbatches
     # masks: eager additive masks (two with a sliding mapping), or an SDPA sliding bool mask; every
@@ -343,15 +352,26 @@ def _activations(
     # the batch the training loop holds in every phase: input_ids and labels (int64); labels may be
     # input_ids itself (low), a collator may add an attention_mask (high)
     batch = Range(x.tokens * 8, 2 * x.tokens * 8, 3 * x.tokens * 8)
-    gqa_sdpa = attention != "eager" and spec.head_dim <= 256
     full_ckpt = t.activation_checkpointing == "full"
     kept, profile = _kept(w, x), profiles.workload_profile(w)
-    recompute = profile.training_layer_saved(spec, x, attention, not gqa_sdpa, "none", 1, kept) if full_ckpt else 0
+    first, last = stage.first_layer, stage.first_layer + stage.layers
+    recompute = 0.0
+    if full_ckpt:
+        recompute = act.layers_max(
+            spec,
+            x,
+            attention,
+            first,
+            last,
+            lambda view, vx, gqa_copies: profile.training_layer_saved(view, vx, attention, gqa_copies, "none", 1, kept),
+        )
     if full_ckpt and compiled:
         recompute = act.compiled_saved_per_layer(spec, x, kept)
     if recompute and sliding_mask_copy:
         recompute += sliding_mask_copy
-    bwd_transient = act.training_backward_transient(spec, x)
+    bwd_transient = act.layers_max(
+        spec, x, attention, first, last, lambda view, vx, _: act.training_backward_transient(view, vx)
+    )
     full = t.method == "full"
     if stage.holds_head:
         # a frozen head (LoRA, QLoRA: transformers keeps it out of 4-bit) keeps no input

@@ -14,9 +14,11 @@ upcasts to fp32, no dropout masks when dropout is 0, SDPA keeps only the log-sum
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from ..models.spec import ModelSpec
+from .layer_views import ATTENTION_KINDS, view_widths, views
 
 # activation functions whose HF implementation is a chain of elementwise python ops
 PYTHON_GELU = ("gelu_new", "gelu_fast", "gelu_pytorch_tanh_python")
@@ -38,6 +40,7 @@ class Shape:
     # (aten/src/ATen/native/SoftMax.cpp) takes the copy-free half_to_float path only for fp16 on CUDA
     softmax_copy: bool = True
     cuda: bool = False  # dropout keeps a bool mask there, and SDPA its fused kernels (`dropout_mask_bytes`)
+    tensor: int = 1  # tensor-parallel degree the widths above are split by
 
     @property
     def tokens(self) -> int:
@@ -197,28 +200,109 @@ def _attention_forward_transient(
     return max(qkv + rope, core, o_proj)
 
 
+def view_shape(x: Shape, spec: ModelSpec) -> Shape:
+    """`x` with the widths of a view's layer (`layer_views.views`)."""
+    q, kv, heads, inter = view_widths(spec, x.tensor)
+    return replace(x, q=q, kv=kv, heads=heads, inter=inter)
+
+
+def _gqa_copies(spec: ModelSpec, attention: str) -> bool:
+    """Whether k and v are repeated to the query heads before attention: eager, or SDPA beyond its
+    `enable_gqa` head sizes (the callers' `gqa_sdpa` rule: head_dim ≤ 256)."""
+    return attention == "eager" or spec.head_dim > 256
+
+
+def layer_forward_peak(
+    spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, mask_copy: float, start: int, stop: int
+) -> float:
+    """The largest `inference_forward_transient` over the kinds of layer in [start, stop)."""
+    if not spec.layer_runs:
+        return inference_forward_transient(spec, x, attention, gqa_copies, mask_copy)
+    return max(
+        inference_forward_transient(v.spec, view_shape(x, v.spec), attention, _gqa_copies(v.spec, attention), mask_copy)
+        for v in views(spec, start, stop)
+    )
+
+
+def layers_saved(
+    spec: ModelSpec,
+    x: Shape,
+    attention: str,
+    start: int,
+    stop: int,
+    per_layer: Callable[[ModelSpec, Shape, bool], float],
+) -> float:
+    """Σ over the layers in [start, stop) of `per_layer(view spec, view shape, gqa_copies)`."""
+    if not spec.layer_runs:
+        return per_layer(spec, x, _gqa_copies(spec, attention)) * (stop - start)
+    return sum(
+        v.count * per_layer(v.spec, view_shape(x, v.spec), _gqa_copies(v.spec, attention))
+        for v in views(spec, start, stop)
+    )
+
+
+def layers_max(
+    spec: ModelSpec,
+    x: Shape,
+    attention: str,
+    start: int,
+    stop: int,
+    per_layer: Callable[[ModelSpec, Shape, bool], float],
+) -> float:
+    """max over the kinds of layer in [start, stop) of `per_layer(view spec, view shape, gqa_copies)`."""
+    if not spec.layer_runs:
+        return per_layer(spec, x, _gqa_copies(spec, attention))
+    return max(
+        (per_layer(v.spec, view_shape(x, v.spec), _gqa_copies(v.spec, attention)) for v in views(spec, start, stop)),
+        default=0.0,
+    )
+
+
+def _mixer_kind(spec: ModelSpec) -> str:
+    """The kind of token mixer of a view (`layer_views`); a flat spec's layers are attention layers."""
+    return spec.runs[0].mixer.kind if len(spec.layer_runs) == 1 else "full"
+
+
+def _mlp_kind(spec: ModelSpec) -> str:
+    return spec.runs[0].mlp.kind if len(spec.layer_runs) == 1 else "dense"
+
+
 def inference_forward_transient(
     spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, mask_copy: float = 0
 ) -> float:
     """Peak bytes alive inside one decoder layer's forward, beyond weights, the KV cache and the
     model-level tensors. Alive throughout: the embedding output (the model forward's `inputs_embeds`),
     the layer input (held by the decoder loop; it is also the attention's residual) and the normed
-    input; the MLP additionally sees the post-attention residual."""
+    input; the MLP additionally sees the post-attention residual.
+
+    A view's layer (`layer_views`) may have no mixer (Nemotron-NAS, Nemotron-H's MLP blocks) or no MLP
+    (Nemotron-H's mixer blocks), and a cross-attention layer runs only with image states: without them
+    `MllamaTextModel.forward` skips it (modeling_mllama.py: `if idx in self.cross_attention_layers and
+    cross_attention_states is None: continue`), so it allocates nothing."""
+    kind, mlp_kind = _mixer_kind(spec), _mlp_kind(spec)
+    if kind == "cross":
+        return 0.0
     tok = x.tokens
     hidden = tok * x.h * x.d
     # eager attention returns its probabilities; the decoder layer keeps them (`hidden, _ = attn(...)`)
     # until the layer returns, so they are still alive during the MLP
-    kept_probs = attention_scores_bytes(x, x.d) if attention == "eager" else 0
+    kept_probs = attention_scores_bytes(x, x.d) if attention == "eager" and kind in ATTENTION_KINDS else 0
     mlp_hidden = 4 * hidden  # embeds, layer input, residual, normed input
     if spec.mlp_input_freed:
         mlp_hidden -= hidden
     if spec.attn_output_kept:
         mlp_hidden += hidden
-    return max(
-        3 * hidden + _norm_forward_transient(spec, x),
-        3 * hidden + _attention_forward_transient(spec, x, attention, gqa_copies, mask_copy),
-        mlp_hidden + _mlp_forward_transient(spec, x) + kept_probs,
-    )
+    parts = [3 * hidden + _norm_forward_transient(spec, x)]
+    if kind != "none":
+        parts.append(3 * hidden + _mixer_forward_transient(spec, x, attention, gqa_copies, mask_copy))
+    if mlp_kind != "none":
+        parts.append(mlp_hidden + _mlp_forward_transient(spec, x) + kept_probs)
+    return max(parts)
+
+
+def _mixer_forward_transient(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, mask_copy: float) -> float:
+    """The token mixer's transient: the attention operators, or a recurrent or latent mixer's own (`mixers`)."""
+    return _attention_forward_transient(spec, x, attention, gqa_copies, mask_copy)
 
 
 def model_level_inference(
@@ -429,6 +513,9 @@ def training_saved_per_layer(
     residual branches' dropouts keeps its mask (`dropout_mask_bytes`); its output only meets the residual
     add, which keeps nothing.
     """
+    kind, mlp_kind = _mixer_kind(spec), _mlp_kind(spec)
+    if kind == "cross":
+        return 0.0  # skipped without image states (`inference_forward_transient`): nothing saved
     hidden = x.tokens * x.h * x.d
     if mode == "full":
         return hidden / sp_t
@@ -436,9 +523,14 @@ def training_saved_per_layer(
     attn = _attention_saved(spec, x, attention, gqa_copies, kept.norm_weights)
     if mode == "selective":
         attn = x.tokens * (x.q + 2 * x.kv) * x.d  # projections only; scores/outputs recomputed
+    mlp = _mlp_saved(spec, x, kept)
+    if kind == "none":  # attention-free layer: neither the attention nor its norm
+        attn, norms = 0.0, norms - _norm_saved(spec, x, kept.qkv_input, kept.norm_weights) / sp_t
+    if mlp_kind == "none":  # a mixer block without an MLP: neither the MLP nor its norm
+        mlp, norms = 0.0, norms - _norm_saved(spec, x, kept.mlp_input, kept.norm_weights) / sp_t
     adapters = x.tokens * (kept.adapter_outputs * x.d + kept.dropout_bytes)
     residual_dropouts = 2 * x.tokens * x.h * dropout_mask_bytes(x.d, x.cuda) / sp_t if spec.hidden_dropout else 0
-    return norms + attn + _mlp_saved(spec, x, kept) + adapters + residual_dropouts
+    return norms + attn + mlp + adapters + residual_dropouts
 
 
 def compiled_saved_per_layer(spec: ModelSpec, x: Shape, kept: Kept = ALL_TRAINED) -> float:

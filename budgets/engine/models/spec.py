@@ -136,7 +136,13 @@ class ModelSpec:
 def _flat_runs(spec: ModelSpec) -> tuple[LayerRun, ...]:
     mixer = Mixer("full", spec.num_attention_heads, spec.num_kv_heads, spec.head_dim)
     if spec.is_moe:
-        mlp = Mlp("moe", spec.expert_intermediate_size, spec.num_experts, spec.experts_per_token)
+        mlp = Mlp(
+            "moe",
+            spec.expert_intermediate_size,
+            spec.num_experts,
+            spec.experts_per_token,
+            spec.shared_expert_intermediate_size,
+        )
     else:
         mlp = Mlp("dense", spec.intermediate_size)
     return (LayerRun(spec.num_layers, mixer, mlp),)
