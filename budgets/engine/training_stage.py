@@ -19,6 +19,7 @@ from .components import training as tr
 from .components import workspace as ws
 from .components.weights import weight_bytes
 from .dtypes import nbytes
+from .models.parameters import idle_parameters
 from .models.spec import ModelSpec
 from .phases import StagePhases, activation_band, activation_shape, param_tensors
 from .schema import Workload
@@ -160,9 +161,15 @@ def _trainable(
     w_bytes = w_bytes // z3 if w_bytes % z3 == 0 else math.ceil(w_bytes / z3)
 
     if t.method == "full":
-        trainable = exact_params
+        idle = idle_parameters(spec, stage.first_layer, stage.first_layer + stage.layers, stage.holds_embedding)
+        trainable = exact_params - idle
         adapter_bytes = 0
         train_note = "all parameters trainable"
+        if idle:
+            train_note += (
+                f"; {idle:,} of them (vision/audio towers, cross-attention layers) unused by a text-only step:"
+                " no gradients or optimizer state for them"
+            )
     else:
         x0 = activation_shape(spec, stage, 1, 1, 1, d)
         trainable = tr.lora_parameters(

@@ -119,6 +119,8 @@ def _moe_forward_transient(spec: ModelSpec, x: Shape) -> float:
     at once. Two high points: `act(gate) * up` (gathered input S·h, gate_up S·2I, act(gate) S·I,
     product S·I) and `weighted_out[inv_perm]` (gathered input, kept to the end, down output, weighted
     output, its un-permuted copy: 4·S·h), the larger when I < 3h/4."""
+    if spec.moe_all_experts:
+        return _all_experts_forward_transient(spec, x)
     tok = x.tokens
     k = spec.experts_per_token
     e_int = spec.expert_intermediate_size
@@ -135,6 +137,21 @@ def _moe_forward_transient(spec: ModelSpec, x: Shape) -> float:
     # Qwen2MoeSparseMoeBlock: the shared expert runs first; its output (tok·h) is held during the experts
     shared = 3 * tok * spec.shared_expert_intermediate_size * x.d
     return max(shared, tok * x.h * x.d + routing + grouped)
+
+
+def _all_experts_forward_transient(spec: ModelSpec, x: Shape) -> float:
+    """Llama 4's MoE (modeling_llama4.py Llama4TextMoe.forward, Llama4TextExperts.forward): the router's logits,
+    scattered scores and their sigmoid (tok × E), then `routed_in = hidden.repeat(E, 1) * scores` (E·tok rows of h,
+    two alive at the multiply), kept to the end of the forward; in the experts `gate_up = bmm(...)` (E·tok × 2I),
+    act(gate) and up·act(gate) (E·tok × I each), then the down bmm's output (E·tok × h) while gate_up and the
+    product are alive; then the shared expert runs beside routed_in and the routed output."""
+    tok, e, e_int = x.tokens, spec.num_experts, spec.expert_intermediate_size
+    rows = e * tok
+    router = tok * e * (3 * x.d + 4) + tok * spec.experts_per_token * (x.d + 8)
+    routed_in = rows * x.h * x.d
+    experts = routed_in + rows * max((2 * e_int + 2 * e_int) * x.d, (2 * e_int + e_int + x.h) * x.d)
+    shared = 2 * routed_in + 3 * tok * spec.shared_expert_intermediate_size * x.d
+    return router + max(2 * routed_in, experts, shared)
 
 
 def _mlp_forward_transient(spec: ModelSpec, x: Shape) -> float:
@@ -434,8 +451,11 @@ def _attention_saved(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool
     if spec.qk_norm:
         # q_norm/k_norm outputs feed the rotary multiply, which saves cos/sin, not them
         qk_norm = tok * (x.q + x.kv) * _rms_saved_per_element(spec, x.d, False, norm_weights)
-        hd = spec.head_dim
-        qk_norm += _rms_saved_per_norm(spec, tok * x.q // hd, hd) + _rms_saved_per_norm(spec, tok * x.kv // hd, hd)
+        if spec.qk_norm_full:  # one row per token over all heads (Olmo2Attention, MiniMaxM2Attention)
+            qk_norm += _rms_saved_per_norm(spec, tok, x.q) + _rms_saved_per_norm(spec, tok, x.kv)
+        else:
+            hd = spec.head_dim
+            qk_norm += _rms_saved_per_norm(spec, tok * x.q // hd, hd) + _rms_saved_per_norm(spec, tok * x.kv // hd, hd)
     if attention == "eager":
         # matmul(P, v) reshapes v for bmm: a copy (also of a fused projection's strided slice), saved
         kv_width = x.q if x.kv < x.q else x.kv  # repeat_kv copies for GQA
@@ -471,6 +491,8 @@ def _attention_saved(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool
 
 def _mlp_saved(spec: ModelSpec, x: Shape, kept: Kept = ALL_TRAINED) -> float:
     tok = x.tokens
+    if spec.is_moe and spec.moe_all_experts:
+        return _all_experts_saved(spec, x)
     if spec.is_moe:
         k = spec.experts_per_token
         e_int = spec.expert_intermediate_size
@@ -499,6 +521,19 @@ def _mlp_saved(spec: ModelSpec, x: Shape, kept: Kept = ALL_TRAINED) -> float:
     if spec.activation == "relu":
         return ti  # relu keeps its output, which is also fc2's input
     return ti + down_input  # fc1 output (the activation's input)
+
+
+def _all_experts_saved(spec: ModelSpec, x: Shape) -> float:
+    """What Llama 4's MoE keeps for backward (`_all_experts_forward_transient`): the router's top-k indices (int64) and
+    sigmoid output (fp32, tok × E); the scaling multiply both operands (routed_in, E·tok × h, and the scores column,
+    a copy, E·tok); the first bmm its input (the scaled rows); act(gate) its input, a view keeping gate_up (E·tok × 2I)
+    alive, and its output; the down bmm the product (E·tok × I); the shared expert as a dense gated MLP (4 · tok ×
+    I_shared: gate, act, up and the down input)."""
+    tok, e, e_int = x.tokens, spec.num_experts, spec.expert_intermediate_size
+    rows = e * tok
+    router = tok * spec.experts_per_token * 8 + tok * e * 4
+    experts = rows * (2 * x.h + 4 * e_int + 1) * x.d
+    return router + experts + 4 * tok * spec.shared_expert_intermediate_size * x.d
 
 
 def training_saved_per_layer(
@@ -578,7 +613,8 @@ def compile_modelled(spec: ModelSpec, attention: str, method: str, kept: Kept = 
 def training_backward_transient(spec: ModelSpec, x: Shape) -> float:
     """Gradients flowing through one layer's MLP in backward (grad of act*up, act, up, gate)."""
     tok = x.tokens
-    width = x.inter if not spec.is_moe else spec.expert_intermediate_size * spec.experts_per_token
+    routed = spec.num_experts if spec.moe_all_experts else spec.experts_per_token
+    width = x.inter if not spec.is_moe else spec.expert_intermediate_size * routed
     mats = 3 if spec.mlp == "gated" else 2
     return mats * tok * width * x.d + 2 * tok * x.h * x.d
 

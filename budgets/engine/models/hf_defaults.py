@@ -224,6 +224,9 @@ class LayeredRules:
     o_bias: bool = True  # o_proj takes `attention_bias` too
     gated_query: bool = False  # q_proj also emits an output gate (2 × heads × head_dim)
     qk_norm: Literal["head", "full"] | None = None  # per-head RMSNorm of q and k, or over all heads
+    # implementation features of the family's modeling file: ModelSpec boolean fields, as hf_config's
+    # `_FAMILY_FEATURES` for the flat families (what each means in memory is on ModelSpec)
+    features: frozenset[str] = frozenset()
     sinks: bool = False  # learned attention sinks, one per head
     all_sliding: bool = False  # every attention layer slides when `sliding_window` is set (mistral-style)
     parallel_mamba: bool = False  # attention and Mamba2 side by side in every layer (Falcon-H1)
@@ -282,12 +285,19 @@ LAYERED_RULES: dict[str, LayeredRules] = {
     "generic": LayeredRules("generic"),
     # modeling_deepseek_v3.py: MLA, routed + n_shared_experts shared experts, first_k_dense_replace dense layers;
     # e_score_correction_bias is a buffer; the MTP layers (num_nextn_predict_layers) are not built
-    "deepseek_v3": LayeredRules("deepseek_v3"),
-    "deepseek_v32": LayeredRules("deepseek_v32"),  # + the indexer (index_head_dim, index_n_heads)
-    "kimi_k2": LayeredRules("kimi_k2"),  # DeepseekV3ForCausalLM (Kimi-K2's modeling_deepseek.py)
-    "glm4_moe_lite": LayeredRules("glm4_moe_lite"),
+    # modeling_deepseek_v3.py DeepseekV3TopkRouter: fp32 logits (F.linear of .type(torch.float32)), sigmoid,
+    # grouped top-k; the top-k weights it returns stay fp32, so the experts' weighted output is fp32
+    "deepseek_v3": LayeredRules("deepseek_v3", features=frozenset({"router_weights_fp32"})),
+    "deepseek_v32": LayeredRules(
+        "deepseek_v32", features=frozenset({"router_weights_fp32"})
+    ),  # + the indexer (index_head_dim, index_n_heads)
+    "kimi_k2": LayeredRules(
+        "kimi_k2", features=frozenset({"router_weights_fp32"})
+    ),  # DeepseekV3ForCausalLM (Kimi-K2's modeling_deepseek.py)
+    "glm4_moe_lite": LayeredRules("glm4_moe_lite", features=frozenset({"router_weights_fp32"})),
     # modeling_glm4_moe.py Glm4MoeAttention: q/k/v take attention_bias, o_proj never; optional per-head qk norm
-    "glm4_moe": LayeredRules("glm4_moe", o_bias=False),
+    # modeling_glm4_moe.py Glm4MoeTopkRouter: DeepSeek-V3's router (fp32 top-k weights)
+    "glm4_moe": LayeredRules("glm4_moe", o_bias=False, features=frozenset({"router_weights_fp32"})),
     # modeling_gpt_oss.py: biased q/k/v/o, sinks, a biased router, biased experts; layer_types alternate
     "gpt_oss": LayeredRules(
         "gpt_oss",
@@ -342,7 +352,10 @@ LAYERED_RULES: dict[str, LayeredRules] = {
     # DeciLM (Nemotron-NAS, remote code modeling_decilm.py): per-layer block_configs
     "nemotron-nas": LayeredRules("nemotron-nas", block_configs=True),
     # modeling_minimax_m2.py: q/k RMSNorm over all heads, routed experts only
-    "minimax_m2": LayeredRules("minimax_m2", qk_norm="full", moe_width_key=""),
+    # modeling_minimax_m2.py MiniMaxM2TopKRouter: sigmoid(router_logits.float()), fp32 top-k weights
+    "minimax_m2": LayeredRules(
+        "minimax_m2", qk_norm="full", moe_width_key="", features=frozenset({"router_weights_fp32"})
+    ),
     # MiMo (remote code modeling_mimo.py): Qwen2 layers (biased q/k/v)
     "mimo": LayeredRules("mimo", attention_bias=True, o_bias=False),
     # modeling_exaone4.py: post-norms, per-head q/k norm, layer_types for the sliding layers
@@ -366,6 +379,9 @@ LAYERED_RULES: dict[str, LayeredRules] = {
         dense_width_key="intermediate_size_mlp",
         mlp_prefix="feed_forward",
         defaults=(("attention_chunk_size", 8192), ("no_rope_layer_interval", 4)),  # configuration_llama4.py:157-158
+        # modeling_llama4.py Llama4TextMoe.forward: `hidden_states.repeat(num_experts, 1)` scaled by the router
+        # scores, then Llama4TextExperts' bmm over every expert
+        features=frozenset({"moe_all_experts"}),
     ),
     "mllama_text_model": LayeredRules("mllama_text_model", extra_embed_rows=8),
     "qwen2_5_vl_text": LayeredRules("qwen2_5_vl_text", attention_bias=True, o_bias=False),

@@ -776,6 +776,7 @@ def _spec(
     moe = moe_runs[0].mlp if moe_runs else None
     sliding = sum(run.count for run in runs if run.mixer.kind in ("sliding", "chunked"))
     windows = [run.mixer.window for run in runs if run.mixer.kind in ("sliding", "chunked")]
+    qk_norm = rules.qk_norm or ("head" if r.flag("use_qk_norm", False) and rules.qk_norm_weights else None)
     return ModelSpec(
         model_type=reported_type,
         num_layers=d.layers,
@@ -801,6 +802,9 @@ def _spec(
         layer_runs=runs,
         weight_groups=groups,
         layer_model=rules.name,
+        qk_norm=qk_norm is not None,
+        qk_norm_full=qk_norm == "full",
+        **dict.fromkeys(rules.features, True),  # type: ignore[arg-type]
         # the attention layers' `attention_dropout` (their modeling files pass it to the attention call in
         # training); recurrent layers apply none
         attention_dropout=r.number("attention_dropout", 0.0),

@@ -30,6 +30,22 @@ def _norm_params(spec: ModelSpec, size: int) -> int:
     return size * (2 if spec.norm == "layer" else 1)
 
 
+def idle_parameters(spec: ModelSpec, start: int, stop: int, with_towers: bool) -> int:
+    """Parameters a text-only step never uses, so never gives a gradient: the vision/audio towers and their
+    projector (with `with_towers`, on the stage that holds them), and the cross-attention layers in [start, stop),
+    which `MllamaTextModel.forward` skips without image states (modeling_mllama.py). torch's optimizers skip a
+    parameter whose `.grad` is None (`if p.grad is not None` in every `_init_group`), so neither has optimizer
+    state either."""
+    idle = spec.tower_params if with_towers else 0
+    at = 0
+    for run in spec.layer_runs:
+        lo, hi = max(at, start), min(at + run.count, stop)
+        if hi > lo and run.mixer.kind == "cross":
+            idle += (hi - lo) * run.params
+        at += run.count
+    return idle
+
+
 @lru_cache(maxsize=1024)
 def parameter_count(spec: ModelSpec) -> ParameterCount:
     """Exact number of parameters, with a breakdown by part."""

@@ -32,6 +32,7 @@ class ModelSpec:
     norm: NormKind = "rms"  # rms: weight only; layer: weight + bias
     norms_per_layer: int = 2  # gemma2/gemma3 have 4 (pre/post attention and feed-forward)
     qk_norm: bool = False  # per-head RMSNorm on q and k (qwen3, gemma3)
+    qk_norm_full: bool = False  # the q/k RMSNorm spans all heads (one row per token: OLMo-2, MiniMax-M2)
     qkv_bias: bool = False
     o_bias: bool = False
     mlp_bias: bool = False
@@ -62,6 +63,7 @@ class ModelSpec:
     one_mask_with_window: bool = False  # one mask carries the window: no second (full causal) mask
     sliding_mask_unread: bool = False  # a sliding mask is built though no layer slides: one more mask
     router_weights_fp32: bool = False  # top-k routing weights stay fp32: the weighted expert output is fp32
+    moe_all_experts: bool = False  # every token runs through every expert, scaled by its router score (Llama 4)
     # token ids: generate's eos-suppressing logits processors exist only for a model with an eos token
     eos_token: bool = True
     fused_qkv: bool = False  # one q/k/v projection output, alive whole while any of q/k/v is
