@@ -62,9 +62,18 @@ def model_class(cfg):
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
+    if cfg.model_type in TEXT_MODEL_CLASSES:
+        import transformers
+
+        return getattr(transformers, TEXT_MODEL_CLASSES[cfg.model_type])
     if cfg.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         return AutoModelForCausalLM
     return AutoModelForImageTextToText
+
+
+# text configs of a wrapper whose causal LM transformers builds from the text config but does not map by its type
+# (modeling_mllama.py MllamaForCausalLM: config_class MllamaTextConfig)
+TEXT_MODEL_CLASSES = {"mllama_text_model": "MllamaForCausalLM"}
 
 
 # parameters outside the language model of a multimodal ForConditionalGeneration (modeling_qwen2_5_vl.py `visual`,
@@ -250,7 +259,9 @@ def run_case(w: dict) -> dict:
             # random initialisation happens here, before the window: whatever it allocates and frees (a transient
             # the size of the embedding, say) is in `setup`, not in the measured peak (README, "How the peak is
             # measured")
-            model = model_class(cfg).from_config(cfg, attn_implementation=run["attention"], dtype=dtype)
+            cls = model_class(cfg)  # an auto class's `from_config`, a model class's `_from_config`
+            build = cls.from_config if hasattr(cls, "from_config") else cls._from_config
+            model = build(cfg, attn_implementation=run["attention"], dtype=dtype)
             model.to(dtype)
             if w.get("training", {}).get("activation_checkpointing", "none") == "full":
                 if hasattr(model, "activation_checkpointing_enable"):
