@@ -398,7 +398,17 @@ def _activations(
     # late backward, the stage's first layer: its recompute and gradients, the gradient of its input,
     # cos/sin (and checkpointed masks) still saved; every parameter gradient exists but the untied
     # embedding's, which EmbeddingBackward0 allocates only after this layer's backward has returned
-    bwd_layer0_act = recompute + bwd_transient + x.tokens * x.h * d + kept_model_level
+    # the first layer's attention backward comes after its MLP's: whichever transient is larger
+    # (its MLP's saved tensors freed by then)
+    attn_bwd = act.layers_max(
+        spec,
+        x,
+        attention,
+        first,
+        last,
+        lambda view, vx, _: act.attention_backward_transient(view, vx, attention) - act.mlp_block_saved(view, vx, kept),
+    )
+    bwd_layer0_act = recompute + max(bwd_transient, attn_bwd) + x.tokens * x.h * d + kept_model_level
     untied_emb_grad = (
         vocab_grad / states.grad_shards if (not spec.tie_word_embeddings and full and stage.holds_embedding) else 0
     )

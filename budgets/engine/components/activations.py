@@ -619,6 +619,32 @@ def training_backward_transient(spec: ModelSpec, x: Shape) -> float:
     return mats * tok * width * x.d + 2 * tok * x.h * x.d
 
 
+def attention_backward_transient(spec: ModelSpec, x: Shape, attention: str) -> float:
+    """Gradients alive at an eager attention's softmax backward (`aten::_softmax_backward_data`), beyond the layer's
+    saved tensors: the incoming gradient of the probabilities in fp32 (the matmul's gradient, or with a half
+    precision compute dtype `ToCopyBackward0`'s fp32 copy of it: eager_attention_forward runs softmax with
+    dtype=float32 and casts back) and the softmax backward's fp32 output, two score-sized tensors, over the
+    gradients of the layer output and its residual. SDPA's backward is one fused kernel over q/k/v-sized tensors.
+    Measured at the recomputed first layer of full-checkpointing runs (round 7: OPT bf16, GPT-NeoX fp32, 64 heads
+    of 8 dims, where b·heads·s² dominates a layer)."""
+    if attention != "eager" or _mixer_kind(spec) not in ATTENTION_KINDS:
+        return 0.0
+    hidden = 2 * x.tokens * x.h * x.d
+    if spec.softmax_in_compute_dtype:  # GPT-2: both gradients in the compute dtype, no cast
+        return attention_scores_bytes(x, 2 * x.d) + hidden
+    # the probabilities' cast back to a half dtype, saved by P·V's matmul, is freed once that matmul's backward ran
+    cast_back = x.d if x.d < 4 else 0
+    return attention_scores_bytes(x, 4 + 4 - cast_back) + hidden
+
+
+def mlp_block_saved(spec: ModelSpec, x: Shape, kept: Kept = ALL_TRAINED) -> float:
+    """What a layer's MLP and its norm keep for backward: freed once the MLP's backward has run, before the
+    attention's (`attention_backward_transient`)."""
+    if _mlp_kind(spec) == "none" or _mixer_kind(spec) == "cross":
+        return 0.0
+    return _mlp_saved(spec, x, kept) + _norm_saved(spec, x, kept.mlp_input, kept.norm_weights)
+
+
 def _softcap_saved(spec: ModelSpec, x: Shape) -> float:
     """Gemma-2 final_logit_softcapping (logits / cap → tanh → · cap, Gemma2ForCausalLM.forward): tanh
     saves its output, one more tokens × V tensor (d) from the head into backward."""

@@ -221,8 +221,9 @@ _FAMILY_FEATURES: dict[str, frozenset[str]] = {
     # modeling_gpt_neox.py GPTNeoXAttention: fused `qkv` sliced into views; rope by torch.cat as phi3
     "gpt_neox": frozenset({"fused_qkv", "rope_by_cat"}),
     # modeling_gpt2.py: GPT2Attention keeps c_attn's output through the q view of `.split`; GPT2Block
-    # binds `attn_output` to a local that lives through the MLP
-    "gpt2": frozenset({"fused_qkv", "attn_output_kept"}),
+    # binds `attn_output` to a local that lives through the MLP; eager_attention_forward runs
+    # `softmax(attn_weights, dim=-1)` in the scores' dtype (no dtype=float32)
+    "gpt2": frozenset({"fused_qkv", "attn_output_kept", "softmax_in_compute_dtype"}),
     # modeling_opt.py OPTDecoderLayer runs fc1 inline and rebinds: the normed input dies at fc1
     "opt": frozenset({"mlp_input_freed"}),
 }
@@ -241,6 +242,7 @@ class _Features(TypedDict, total=False):
     fused_gate_up: bool
     mlp_input_freed: bool
     attn_output_kept: bool
+    softmax_in_compute_dtype: bool
 
 
 def _features(model_type: str, layers: int = 0, sliding_layers: int = 0) -> _Features:

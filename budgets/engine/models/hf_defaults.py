@@ -288,12 +288,10 @@ LAYERED_RULES: dict[str, LayeredRules] = {
     # modeling_deepseek_v3.py DeepseekV3TopkRouter: fp32 logits (F.linear of .type(torch.float32)), sigmoid,
     # grouped top-k; the top-k weights it returns stay fp32, so the experts' weighted output is fp32
     "deepseek_v3": LayeredRules("deepseek_v3", features=frozenset({"router_weights_fp32"})),
-    "deepseek_v32": LayeredRules(
-        "deepseek_v32", features=frozenset({"router_weights_fp32"})
-    ),  # + the indexer (index_head_dim, index_n_heads)
-    "kimi_k2": LayeredRules(
-        "kimi_k2", features=frozenset({"router_weights_fp32"})
-    ),  # DeepseekV3ForCausalLM (Kimi-K2's modeling_deepseek.py)
+    # + the indexer (index_head_dim, index_n_heads)
+    "deepseek_v32": LayeredRules("deepseek_v32", features=frozenset({"router_weights_fp32"})),
+    # DeepseekV3ForCausalLM (Kimi-K2's modeling_deepseek.py)
+    "kimi_k2": LayeredRules("kimi_k2", features=frozenset({"router_weights_fp32"})),
     "glm4_moe_lite": LayeredRules("glm4_moe_lite", features=frozenset({"router_weights_fp32"})),
     # modeling_glm4_moe.py Glm4MoeAttention: q/k/v take attention_bias, o_proj never; optional per-head qk norm
     # modeling_glm4_moe.py Glm4MoeTopkRouter: DeepSeek-V3's router (fp32 top-k weights)

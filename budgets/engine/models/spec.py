@@ -70,6 +70,7 @@ class ModelSpec:
     rope_by_cat: bool = False  # rope ends in torch.cat: the attention output's transpose is a copy
     mlp_input_freed: bool = False  # the normed MLP input dies at the first MLP projection: one hidden less
     attn_output_kept: bool = False  # the attention output stays alive through the MLP: one hidden more
+    softmax_in_compute_dtype: bool = False  # eager attention's softmax runs in the compute dtype, not fp32
     # the per-layer model (layers.py): runs of identical layers. Empty: every layer is the flat fields above
     # (full attention, `num_sliding_layers` of them sliding). With `params` set on the runs the parameter count
     # is their sum (models whose layers differ); the flat fields then describe the most common layer.
