@@ -393,7 +393,11 @@ def _activations(
     head_grad = (vocab_grad if (stage.holds_head and full) else 0) / states.grad_shards
     emb_grad_transient = vocab_grad if (spec.tie_word_embeddings and full and stage.holds_embedding) else 0
 
-    fwd_act = saved_layers + embed_out + model_level + final_norm + loss_forward
+    # a layer whose forward peaks beyond what it keeps (V3.2's no-grad indexer): over every layer's saved tensors
+    fwd_extra = act.layers_max(
+        spec, x, attention, first, last, lambda view, vx, _: act.training_forward_extra(view, vx)
+    )
+    fwd_act = saved_layers + embed_out + model_level + max(final_norm + loss_forward, fwd_extra)
     bwd_start_act = saved_layers + kept_model_level + final_norm + max(loss_fwd, loss_keep + recompute + bwd_transient)
     # late backward, the stage's first layer: its recompute and gradients, the gradient of its input,
     # cos/sin (and checkpointed masks) still saved; every parameter gradient exists but the untied

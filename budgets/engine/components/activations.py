@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ..models.spec import ModelSpec
+from . import mixers
 from .layer_views import ATTENTION_KINDS, view_widths, views
 
 # activation functions whose HF implementation is a chain of elementwise python ops
@@ -319,7 +320,20 @@ def inference_forward_transient(
 
 def _mixer_forward_transient(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, mask_copy: float) -> float:
     """The token mixer's transient: the attention operators, or a recurrent or latent mixer's own (`mixers`)."""
+    mixer = spec.runs[0].mixer
+    if len(spec.layer_runs) == 1 and mixer.kind in mixers.MODELLED:
+        return mixers.forward_transient(mixers.on_device(mixer, x.tensor), x.b, x.s, x.k, x.h, x.d, x.cuda)
     return _attention_forward_transient(spec, x, attention, gqa_copies, mask_copy)
+
+
+def training_forward_extra(spec: ModelSpec, x: Shape) -> float:
+    """A layer's training-forward peak beyond what it keeps, where a mixer module models one (`mixers`): the mixer's
+    peak over its saved tensors, less the layer's MLP block, which has saved nothing yet at that instant."""
+    mixer = spec.runs[0].mixer
+    if len(spec.layer_runs) == 1 and mixer.kind in mixers.MODELLED:
+        extra = mixers.forward_extra(mixers.on_device(mixer, x.tensor), x.b, x.s, x.h, x.d, x.cuda)
+        return max(0.0, extra - mlp_block_saved(spec, x)) if extra else 0.0
+    return 0.0
 
 
 def model_level_inference(
@@ -446,6 +460,9 @@ def _sdpa_math_saved(x: Shape) -> float:
 
 
 def _attention_saved(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, norm_weights: bool = True) -> float:
+    mixer = spec.runs[0].mixer
+    if len(spec.layer_runs) == 1 and mixer.kind in mixers.MODELLED:
+        return mixers.saved(mixers.on_device(mixer, x.tensor), x.b, x.s, x.h, x.d, x.cuda)
     tok = x.tokens
     qk_norm = 0.0
     if spec.qk_norm:

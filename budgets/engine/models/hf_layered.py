@@ -340,6 +340,9 @@ def _mla(g: _Groups, r: Reader, d: _Dims) -> Mixer:
         g.vector("self_attn.indexer.k_norm", "norm", 2 * index_dim)  # LayerNorm: weight and bias
         g.linear("self_attn.indexer.weights_proj", "attention", index_heads, d.h)
     index_heads = r.integer("index_n_heads", lo=1, hi=MAX_HEADS) if index_dim else 0
+    index_topk = (
+        r.integer("index_topk", 2048, lo=1, hi=MAX_POSITIONS) if index_dim else 0
+    )  # configuration_deepseek_v32.py
     return Mixer(
         "mla",
         d.heads,
@@ -351,6 +354,7 @@ def _mla(g: _Groups, r: Reader, d: _Dims) -> Mixer:
         index_dim=index_dim,
         q_rank=q_lora,
         index_heads=index_heads,
+        index_topk=index_topk,
     )
 
 

@@ -68,6 +68,8 @@ class Mixer:
     rank: int = 0  # mamba1 dt_rank
     q_rank: int = 0  # MLA q_lora_rank (0: a plain q projection)
     index_heads: int = 0  # MLA V3.2 indexer heads
+    index_topk: int = 0  # MLA V3.2 positions each query keeps (index_topk)
+    split_proj: bool = False  # Gated DeltaNet: separate in_proj_qkv / z / b / a (Qwen3.5), else fused qkvz + ba
 
     @property
     def value_dim(self) -> int:

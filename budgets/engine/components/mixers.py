@@ -1,0 +1,71 @@
+"""The token mixers the attention operators of `activations.py` do not describe: DeepSeek's latent attention (`mla`),
+Mamba layers (`ssm`) and linear attention (`linear_attention`), each modelled operator by operator in its own module
+and measured there (`benchmarks/mixers/`). This module hands them one layer's shape on one device and answers for
+the activation model: the mixer's transient at inference, what it saves for training, its training-forward and
+backward transients. A mixer kind with no module here is priced by the attention operators.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..models.layers import Mixer, heads_per_device
+from . import mla
+
+MODELLED = frozenset({"mla"})
+
+
+def on_device(mixer: Mixer, tensor: int) -> Mixer:
+    """The mixer's heads on one device under tensor degree `tensor` (vLLM's and Megatron's split of the heads)."""
+    if tensor == 1:
+        return mixer
+    return replace(
+        mixer,
+        heads=heads_per_device(mixer.heads, tensor),
+        kv_heads=heads_per_device(mixer.kv_heads, tensor),
+        index_heads=heads_per_device(mixer.index_heads, tensor),
+    )
+
+
+def _topk(mixer: Mixer) -> int:
+    return mixer.index_topk or 2048
+
+
+def forward_transient(mixer: Mixer, b: int, s: int, k: int, h: int, d: float, cuda: bool) -> float:
+    """Inference: the peak above the mixer's entry, as generate calls it (prefill s = k; decode s = 1)."""
+    if mixer.kind == "mla":
+        return mla.forward_transient(mixer, b, s, k, h, int(d), _topk(mixer), cuda)
+    raise ValueError(f"no mixer model for {mixer.kind}")
+
+
+def saved(mixer: Mixer, b: int, s: int, h: int, d: float, cuda: bool) -> float:
+    """Training: what the mixer's forward keeps for backward (its input excluded)."""
+    if mixer.kind == "mla":
+        if mla.math_path(mixer, cuda):
+            return mla.saved(mixer, b, s, h, int(d), _topk(mixer), cuda)
+        return _mla_fused_saved(mixer, b, s, d)
+    raise ValueError(f"no mixer model for {mixer.kind}")
+
+
+def forward_extra(mixer: Mixer, b: int, s: int, h: int, d: float, cuda: bool) -> float:
+    """Training: the mixer forward's peak beyond what it keeps (V3.2's no-grad indexer broadcast, say)."""
+    if mixer.kind == "mla":
+        if not mla.math_path(mixer, cuda):
+            return 0.0
+        topk = _topk(mixer)
+        return mla.train_forward_transient(mixer, b, s, h, int(d), topk, cuda) - mla.saved(
+            mixer, b, s, h, int(d), topk, cuda
+        )
+    raise ValueError(f"no mixer model for {mixer.kind}")
+
+
+def _mla_fused_saved(mixer: Mixer, b: int, s: int, d: float) -> float:
+    """MLA under a fused SDPA kernel (CUDA's memory-efficient kernel takes v ≠ q/k head sizes, `mla` module notes):
+    the kernel keeps q and the per-head k (heads × qk head size), v and the output (heads × v head size) and an fp32
+    log-sum-exp per head and query; the q and latent RMSNorms keep their fp32 input and normalized copy and the
+    cast-back output (`mla.saved`'s norm terms), o_proj its input (the output). Not measured: no GPU here."""
+    n = b * s
+    heads, qk, v = mixer.heads, mixer.head_dim, mixer.value_dim
+    attention = n * heads * (2 * qk + 2 * v) * d + b * heads * s * 4
+    norms = sum(2 * (n * (4 + 2 * d) * w + 4 * n) for w in (mixer.q_rank, mixer.latent_dim) if w)
+    return attention + norms
