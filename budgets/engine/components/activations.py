@@ -186,6 +186,15 @@ def _attention_forward_transient(
     tok = x.tokens
     qkv = tok * (x.q + 2 * x.kv) * x.d
     rope = 2 * tok * x.q * x.d  # q·cos, rotate_half(q)·sin before the sum
+    if spec.rope_fp32_interleaved:
+        # modeling_cohere.py apply_rotary_pos_emb: fp32 copies of q and k (both alive to the end), then per tensor
+        # t·cos, the stacked halves of rotate_half (after the negated half) and rotate_half(t)·sin before the sum;
+        # roping k, the roped q (fp32) is alive too
+        rope = 4 * tok * max(4 * x.q + x.kv, 2 * x.q + 4 * x.kv)
+    if x.k == x.s:
+        # prefill from an empty cache: while q and k are roped this layer's cache is not written yet, though the
+        # KV component holds it; its k and v are the projection outputs counted here
+        rope -= tok * 2 * x.kv * x.d
     q = tok * x.q * x.d  # roped q, held by the attention forward until it returns
     fused = spec.fused_qkv
     held = (qkv if fused else 0) + (q if (spec.learned_positions == 0 or not fused) else 0)

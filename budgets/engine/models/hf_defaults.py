@@ -325,7 +325,14 @@ LAYERED_RULES: dict[str, LayeredRules] = {
         "falcon_h1", parallel_mamba=True, mamba_inner_key="mamba_d_ssm", mamba_norm=False, mlp_prefix="feed_forward"
     ),
     # modeling_cohere.py: one LayerNorm (weight only) before the parallel attention and MLP; tied embeddings
-    "cohere": LayeredRules("cohere", norms_per_layer=1, tie_word_embeddings=True),
+    "cohere": LayeredRules(
+        "cohere",
+        norms_per_layer=1,
+        tie_word_embeddings=True,
+        # modeling_cohere.py apply_rotary_pos_emb: q.float(), k.float(), rotate_half by torch.stack of the odd/even
+        # halves, cast back at the end
+        features=frozenset({"rope_fp32_interleaved"}),
+    ),
     # modeling_jamba.py: Mamba1 with dt/B/C norms; attention every attn_layer_period; MoE every expert_layer_period
     "jamba": LayeredRules("jamba", mamba_version=1, router_name="router", moe_width_key="", mlp_prefix="feed_forward"),
     # modeling_nemotron_h.py: each layer is one block (Mamba2, attention, relu² MLP or relu² MoE) with one norm

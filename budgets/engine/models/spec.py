@@ -71,6 +71,7 @@ class ModelSpec:
     mlp_input_freed: bool = False  # the normed MLP input dies at the first MLP projection: one hidden less
     attn_output_kept: bool = False  # the attention output stays alive through the MLP: one hidden more
     softmax_in_compute_dtype: bool = False  # eager attention's softmax runs in the compute dtype, not fp32
+    rope_fp32_interleaved: bool = False  # q and k roped in fp32 with an interleaved rotate_half (torch.stack): Cohere
     # the per-layer model (layers.py): runs of identical layers. Empty: every layer is the flat fields above
     # (full attention, `num_sliding_layers` of them sliding). With `params` set on the runs the parameter count
     # is their sum (models whose layers differ); the flat fields then describe the most common layer.
