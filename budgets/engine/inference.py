@@ -178,7 +178,26 @@ def _prefill_activations(
     attend = xp.k
     _, mask_copy = act.attention_masks(spec, xp, attention, attend)
     last = stage.first_layer + stage.layers
-    layer = act.layer_forward_peak(spec, xp, attention, not gqa_sdpa, mask_copy, stage.first_layer, last)
+    unwritten = None
+    if w.inference and (w.inference.kv_cache_layout or "paged") == "dynamic":
+        # a dynamic cache is filled layer by layer: while layer i runs, the layers after it have written nothing
+        t, s, b = stage.tensor, xp.s, xp.b
+        kv_prec = w.precision.kv_cache or "bf16"
+
+        def unwritten(i: int) -> float:
+            return kv.kv_cache_bytes(spec, t, i, last - i, kv_prec, "contiguous", s, b, window=False)
+
+    layer = act.layer_forward_peak(
+        spec,
+        xp,
+        attention,
+        not gqa_sdpa,
+        mask_copy,
+        stage.first_layer,
+        last,
+        unwritten,
+        stage.holds_embedding and stage.first_layer == 0,
+    )
     model_level = act.model_level_inference(spec, xp, attention, attend, broadcast_mask)
     prompt_ids = profile.prefill_loop_bytes(xp.tokens)  # besides input_ids and position_ids (model_level)
     return model_level + prompt_ids + max(layer, 2 * xp.tokens * xp.h * xp.d + logits)

@@ -240,15 +240,32 @@ def _gqa_copies(spec: ModelSpec, attention: str) -> bool:
 
 
 def layer_forward_peak(
-    spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, mask_copy: float, start: int, stop: int
+    spec: ModelSpec,
+    x: Shape,
+    attention: str,
+    gqa_copies: bool,
+    mask_copy: float,
+    start: int,
+    stop: int,
+    unwritten: Callable[[int], float] | None = None,
+    first_holds_embedding: bool = False,
 ) -> float:
-    """The largest `inference_forward_transient` over the kinds of layer in [start, stop)."""
+    """The largest `inference_forward_transient` over the kinds of layer in [start, stop), each at its last layer.
+    `unwritten(i)`: what the caller's other components hold for the layers from i on that does not exist yet while
+    layer i − 1 runs (a dynamic cache filled layer by layer in prefill). With `first_holds_embedding`, a kind that
+    is only the model's first layer reads the embedding output itself as its input: one hidden tensor less."""
     if not spec.layer_runs:
         return inference_forward_transient(spec, x, attention, gqa_copies, mask_copy)
-    return max(
-        inference_forward_transient(v.spec, view_shape(x, v.spec), attention, _gqa_copies(v.spec, attention), mask_copy)
-        for v in views(spec, start, stop)
-    )
+    peaks = []
+    for v in views(spec, start, stop):
+        vx = view_shape(x, v.spec)
+        peak = inference_forward_transient(v.spec, vx, attention, _gqa_copies(v.spec, attention), mask_copy)
+        if unwritten is not None:
+            peak -= unwritten(v.last)
+        if first_holds_embedding and v.last == 1:
+            peak -= vx.tokens * vx.h * vx.d
+        peaks.append(peak)
+    return max(peaks)
 
 
 def layers_saved(

@@ -26,6 +26,8 @@ ATTENTION_KINDS = frozenset({"full", "sliding", "chunked"})
 class View:
     spec: ModelSpec  # the flat fields of this kind of layer; `spec.runs` is its one run
     count: int  # layers of this kind in the range asked for
+    first: int  # the first layer of this kind in the range
+    last: int  # one past the last layer of this kind in the range
 
     @property
     def mixer(self) -> Mixer:
@@ -51,16 +53,17 @@ def _key(run: LayerRun) -> tuple[Mixer, Mlp, Mixer | None]:
 def views(spec: ModelSpec, start: int, stop: int) -> tuple[View, ...]:
     """The kinds of layer in [start, stop) with their counts; a model without layer runs is one view, itself."""
     if not spec.layer_runs:
-        return (View(spec, stop - start),)
-    counts: dict[tuple[Mixer, Mlp, Mixer | None], int] = {}
+        return (View(spec, stop - start, start, stop),)
+    found: dict[tuple[Mixer, Mlp, Mixer | None], tuple[int, int, int]] = {}  # count, first, last
     at = 0
     for run in spec.layer_runs:
         lo, hi = max(at, start), min(at + run.count, stop)
         if hi > lo:
             key = _key(run)
-            counts[key] = counts.get(key, 0) + hi - lo
+            count, first, _ = found.get(key, (0, lo, hi))
+            found[key] = (count + hi - lo, first, hi)
         at += run.count
-    return tuple(View(_view_spec(spec, *key), n) for key, n in counts.items())
+    return tuple(View(_view_spec(spec, *key), *where) for key, where in found.items())
 
 
 def _view_spec(spec: ModelSpec, mixer: Mixer, mlp: Mlp, side: Mixer | None) -> ModelSpec:

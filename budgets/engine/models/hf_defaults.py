@@ -318,7 +318,8 @@ LAYERED_RULES: dict[str, LayeredRules] = {
         shared_width_key="shared_intermediate_size",
     ),
     # modeling_olmo2.py: post-norms only, q/k RMSNorm over all heads
-    "olmo2": LayeredRules("olmo2", qk_norm="full"),
+    # modeling_olmo2.py Olmo2RMSNorm: `(self.weight * hidden_states).to(input_dtype)`, the weight applied in fp32
+    "olmo2": LayeredRules("olmo2", qk_norm="full", features=frozenset({"norm_weight_offset"})),
     "smollm3": LayeredRules("smollm3", tie_word_embeddings=True),
     # modeling_falcon_h1.py: attention ∥ Mamba2 (mamba_d_ssm wide, no inner norm unless mamba_rms_norm)
     "falcon_h1": LayeredRules(
