@@ -335,10 +335,20 @@ def _model_assumptions(w: Workload) -> list[str]:
     if spec.counts_by_runs:
         out.append(f"layers: {kv.describe_layers(spec)}")
         out.append(
-            "activations are modelled with the most common attention layer and MLP for every layer"
-            f" ({spec.num_attention_heads} heads × {spec.head_dim}, {spec.num_kv_heads} KV heads); KV cache and state"
-            " follow each layer's kind"
+            "activations per kind of layer (its own mixer and MLP): the inference peak is the largest kind's,"
+            " training keeps the sum over every layer; KV cache and state follow each layer's kind"
         )
+        kinds = {m.kind for run in spec.layer_runs for m in (run.mixer, run.side) if m is not None}
+        if kinds & {"mla"} and w.runtime.device == "cpu":
+            out.append(
+                "MLA on the CPU: SDPA takes torch's math path in fp32 (q/k head size ≠ v head size:"
+                " sdp_utils_cpp.cpp check_head_dim_size_cpp)"
+            )
+        if kinds & {"cross"}:
+            out.append(
+                "cross-attention layers are idle without image inputs (text requests): no activations, and in"
+                " training no gradients or optimizer state for them"
+            )
     if spec.layer_model == "generic":
         out.append(
             f"model_type {spec.model_type!r} has no rules of its own: read by the generic layer model from its"
