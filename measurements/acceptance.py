@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from budgets.engine.budget import Budget, budget_views
+
+from .document import MAX_BYTES
 
 #: Measurement views, best evidence of device memory first. ``vllm_need`` (when a vLLM program ran) is
 #: what vLLM's own startup report says the workload needs; the device view of a vLLM run is the pool it
@@ -266,13 +268,22 @@ def vllm_need(program_report: Mapping[str, Any] | None, needed_tokens: int) -> t
         return None, None
     report: Mapping[str, Any] = program_report.get("engine_report") or {}
     parts: dict[str, Any] = {name: report.get(name) for name in ("weights_bytes", "kv_cache_bytes", "kv_cache_tokens")}
-    missing = [name for name, value in parts.items() if not isinstance(value, int) or value <= 0]
+    missing = [name for name, value in parts.items() if not _figure(value)]
     if missing:
-        return None, f"vLLM's startup report lacks {', '.join(missing)}"
+        return None, f"vLLM's startup report lacks {', '.join(missing)} (or gives more than {MAX_BYTES:,})"
     per_token = parts["kv_cache_bytes"] / parts["kv_cache_tokens"]
     extra = sum(
         value
         for value in (report.get(k) for k in ("activation_peak_bytes", "non_torch_bytes", "cuda_graph_bytes"))
-        if isinstance(value, int) and value > 0
+        if _figure(value)
     )
-    return int(parts["weights_bytes"] + extra + needed_tokens * per_token), None
+    need = parts["weights_bytes"] + extra + needed_tokens * per_token
+    if need > MAX_BYTES:
+        return None, f"vLLM's startup report gives a need of more than {MAX_BYTES:,} bytes (1 PiB)"
+    return int(need), None
+
+
+def _figure(value: Any) -> TypeGuard[int]:
+    """A positive integer figure no larger than ``MAX_BYTES`` (a stored report is read as it was stored: an
+    upload validated before the bound existed may hold anything)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_BYTES

@@ -1,7 +1,10 @@
 """The measurement document: what ``vramplan-measure`` prints and uploads, and what a job stores.
 
 Pure (pydantic, no Django): the upload endpoint validates a body with it, so every bad field is a 400
-that names the field. Free-form sections (versions, conditions, …) are bounded JSON objects.
+that names the field. Free-form sections (versions, conditions, …) are bounded JSON objects, and every
+number in them is bounded by what its key says it is (``NUMBER_BOUNDS``): a byte count, a time, a ratio, a
+count of tokens, else a 64-bit integer. Readers compute with these figures (sums, ratios, floats), so an
+unbounded one would turn into an OverflowError where it is read, long after it was stored.
 """
 
 from __future__ import annotations
@@ -10,11 +13,32 @@ import json
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 SCHEMA_ID: Final = "vramplan-measurement/1"
-MAX_BYTES = 2**62  # no device or host holds more; keeps every figure inside a 64-bit column
+MAX_BYTES: Final = 2**50  # 1 PiB: more than any device or host holds; sums and ratios of figures stay exact floats
+MAX_SECONDS: Final = 30 * 86_400  # the longest run a document describes
+MAX_MS: Final = MAX_SECONDS * 1000  # the slowest latency figure (ms): the whole run for one token
+MAX_COUNT: Final = 2**40  # tokens, blocks
+MAX_NUMBER: Final = 2**63 - 1  # any other number in a free-form section: a signed 64-bit integer
 MAX_SECTION_CHARS = 200_000  # a free-form section's JSON text
 MAX_TIMELINE_POINTS = 5_000
+
+#: (key suffix, low, high, what it is) for the numbers in free-form sections, first match wins. Byte figures
+#: may be negative there: vLLM prints differences (a KV cache budget with no room left is negative) and the
+#: sampler reports the device's peak over its baseline; the typed peaks and the timeline are 0 to MAX_BYTES.
+NUMBER_BOUNDS: Final[tuple[tuple[str, float, float, str], ...]] = (
+    ("_bytes", -MAX_BYTES, MAX_BYTES, "a number of bytes (at most 1 PiB, 2**50)"),
+    ("_per_s", 0, MAX_NUMBER, "a rate"),
+    ("_seconds", 0, MAX_SECONDS, "seconds"),
+    ("_s", 0, MAX_SECONDS, "seconds"),
+    ("_ms", 0, MAX_MS, "milliseconds"),
+    ("ms_per_output_token", 0, MAX_MS, "milliseconds"),
+    ("_tokens", 0, MAX_COUNT, "a number of tokens"),
+    ("_blocks", 0, MAX_COUNT, "a number of blocks"),
+    ("_utilization", 0, 1, "a fraction"),
+    ("_fraction", 0, 1, "a fraction"),
+)
 
 Outcome = Literal["succeeded", "failed", "oom", "timeout", "signalled", "cancelled"]
 ByteCount = int
@@ -49,9 +73,41 @@ class Peaks(_Strict):
         }
 
 
+def _number_bound(key: str) -> tuple[float, float, str]:
+    for suffix, low, high, what in NUMBER_BOUNDS:
+        if key.endswith(suffix):
+            return low, high, what
+    return -MAX_NUMBER, MAX_NUMBER, "a number"
+
+
+def _out_of_range(value: Any, loc: tuple[str | int, ...] = (), key: str = "") -> list[InitErrorDetails]:
+    """Every number under ``value`` outside the bound its key gives (``NUMBER_BOUNDS``), located by its path."""
+    if isinstance(value, dict):
+        return [e for k, item in value.items() for e in _out_of_range(item, (*loc, str(k)), str(k))]
+    if isinstance(value, list):
+        return [e for i, item in enumerate(value) for e in _out_of_range(item, (*loc, i), key)]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return []
+    low, high, what = _number_bound(key)
+    if low <= value <= high:  # NaN and ±infinity never are; neither is an integer too large for a float
+        return []
+    shown = _shown(value)
+    message = f"{shown} is out of range: expected {what}, {_shown(low)} to {_shown(high)}"
+    return [InitErrorDetails(type=PydanticCustomError("number_range", message), loc=loc, input=shown)]
+
+
+def _shown(value: float) -> str:
+    if isinstance(value, int) and len(str(abs(value))) > 30:
+        return f"an integer of {len(str(abs(value)))} digits"
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
 def _bounded_section(value: Any, name: str) -> Any:
     if value is None:
         return value
+    errors = _out_of_range(value)
+    if errors:  # raised as a ValidationError, so each error keeps its path below the section (peaks.x.y_bytes)
+        raise ValidationError.from_exception_data("MeasurementDocument", errors[:5])
     if len(json.dumps(value, allow_nan=False)) > MAX_SECTION_CHARS:
         raise ValueError(f"{name} is larger than {MAX_SECTION_CHARS} characters of JSON")
     return value
@@ -66,7 +122,7 @@ class MeasurementDocument(_Strict):
     exit_code: int | None = Field(None, ge=-255, le=255)
     signal: int | None = Field(None, ge=1, le=64)
     signal_name: str | None = Field(None, max_length=32)
-    duration_seconds: float = Field(..., ge=0, le=30 * 86_400)
+    duration_seconds: float = Field(..., ge=0, le=MAX_SECONDS)
     command: list[str] = Field(default_factory=list, max_length=256)
     peaks: Peaks
     framework: dict[str, Any] | None = None
@@ -104,7 +160,7 @@ class MeasurementDocument(_Strict):
     @classmethod
     def _timeline(cls, value: list[tuple[float, int | None, int | None]]) -> list[tuple[float, int | None, int | None]]:
         for t, device, host in value:
-            if not 0 <= t <= 30 * 86_400:
+            if not 0 <= t <= MAX_SECONDS:
                 raise ValueError("timeline times are seconds since the start, 0 to 30 days")
             for figure in (device, host):
                 if figure is not None and not 0 <= figure <= MAX_BYTES:

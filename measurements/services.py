@@ -34,7 +34,7 @@ from workers.runner.plan import PlaceholderError, program_argv, template_placeho
 
 from . import acceptance, calibration
 from .choices import FailureKind, JobStatus, MeasurementSource, OrderStatus
-from .document import MeasurementDocument
+from .document import MAX_BYTES, MAX_MS, MeasurementDocument
 from .models import AcceptanceJob, Measurement, Order, RegisteredProgram
 
 logger = logging.getLogger(__name__)
@@ -57,6 +57,13 @@ class ServiceError(Exception):
         super().__init__(message)
         self.field = field
         self.conflict = conflict
+
+
+class ConcurrentStart(ServiceError):
+    """Another request changed the order while this one was starting a job on it: nothing was started."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, conflict=True)
 
 
 def heartbeat_period_s() -> float:
@@ -182,10 +189,12 @@ def acceptance_job_start(
 ) -> AcceptanceJob:
     """Queue an acceptance job for ``order`` (or record it failed at once: ``no_node``).
 
-    Raises ServiceError when the order is final or the program may not run on its configuration.
+    Raises ServiceError when the order is final or the program may not run on its configuration, and
+    ConcurrentStart when the order's status is no longer the one ``order`` holds: the order row is locked
+    while the job is created, so of two starts that read a draft order together one queues the job and the
+    other is told so (before, it failed on the transition it no longer needed, a 409 that said nothing useful).
     """
-    if order.status in (OrderStatus.CONFIRMED, OrderStatus.CANCELLED):
-        raise ServiceError(f"the order is {order.status}; start a job on an open order", conflict=True)
+    _refuse_final(order.status)
     if program is not None:
         if not program.enabled:
             raise ServiceError(f"program {program.slug!r} is disabled", field="program")
@@ -200,6 +209,14 @@ def acceptance_job_start(
             raise ServiceError(f"program {program.slug!r} cannot run this workload: {exc}", field="program") from None
     time_limit = program.time_limit_seconds if program else settings.ACCEPTANCE_JOB_TIME_LIMIT_SECONDS
     with transaction.atomic():
+        locked = Order.objects.select_for_update().get(pk=order.pk)  # a concurrent start waits here
+        if locked.status != order.status:
+            _refuse_final(locked.status)
+            raise ConcurrentStart(
+                f"the order became {locked.status!r} while this job was being started (a job started by another "
+                "request, or a measurement); nothing was started: see the order's jobs, and start one again if it "
+                "still needs one"
+            )
         job = AcceptanceJob.objects.create(
             order=order, program=program, expandable_segments=expandable_segments, time_limit_seconds=time_limit
         )
@@ -213,11 +230,16 @@ def acceptance_job_start(
             job.finished_at = timezone.now()
             job.save(update_fields=["status", "failure_kind", "error", "finished_at"])
             return job
-        if order.status != OrderStatus.ACCEPTANCE_PENDING:
+        if locked.status != OrderStatus.ACCEPTANCE_PENDING:
             order_transition(order, OrderStatus.ACCEPTANCE_PENDING)
     acceptance_jobs_dispatch()
     job.refresh_from_db()
     return job
+
+
+def _refuse_final(status: str) -> None:
+    if status in (OrderStatus.CONFIRMED, OrderStatus.CANCELLED):
+        raise ServiceError(f"the order is {status}; start a job on an open order", conflict=True)
 
 
 def _placeholder_values(order: Order, program: RegisteredProgram | None = None) -> dict[str, str]:
@@ -665,22 +687,35 @@ def calibration_records(
     records: list[calibration.CalibrationRecord] = []
     for measurement in rows:
         figures = [
-            (view, float(ratio["measured_bytes"]), float(ratio["estimated_bytes"]))
-            for view, ratio in sorted(measurement.ratios.items())
+            (view, measured, estimated)
+            for view, ratio in sorted((measurement.ratios or {}).items())
+            if isinstance(ratio, dict)
+            and (measured := _stored_figure(ratio.get("measured_bytes"), MAX_BYTES)) is not None
+            and (estimated := _stored_figure(ratio.get("estimated_bytes"), MAX_BYTES)) is not None
         ]
         latency = _latency_figures(measurement, estimate_ms_per_output_token)
         records.extend(_records(measurement, figures + latency))
     return records
 
 
+def _stored_figure(value: Any, limit: float) -> float | None:
+    """A stored figure as a float, or None when it is not a number in (0, ``limit``]: a row stored before
+    uploads were bounded (``measurements.document``) may hold anything, and one such row must not make every
+    recommendation that reads it fail."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= limit:
+        return None
+    return float(value)
+
+
 def _latency_figures(
     measurement: Measurement, estimate: Callable[[Measurement], float | None] | None
 ) -> list[tuple[str, float, float]]:
-    measured = (measurement.document.get("timing") or {}).get("ms_per_output_token")
-    if estimate is None or not measured:
+    timing = (measurement.document or {}).get("timing")
+    measured = _stored_figure(timing.get("ms_per_output_token") if isinstance(timing, dict) else None, MAX_MS)
+    if estimate is None or measured is None:
         return []
     estimated = estimate(measurement)
-    return [(calibration.LATENCY_VIEW, float(measured), estimated)] if estimated else []
+    return [(calibration.LATENCY_VIEW, measured, estimated)] if estimated else []
 
 
 def _records(measurement: Measurement, figures: list[tuple[str, float, float]]) -> list[calibration.CalibrationRecord]:

@@ -102,3 +102,23 @@ def test_non_finite_numbers_are_refused_by_the_parser(api) -> None:
     assert "NaN" in body
     response = _post(api, "/api/v1/estimate", body)
     assert response.status_code == 400 and "detail" in response.json()
+
+
+def test_a_chunked_body_is_a_411_not_read_as_empty(api, anon_api) -> None:
+    # issue 16, finding 8: WSGI reads a body by its Content-Length only, so a chunked one reached the view empty
+    for client in (api, anon_api):
+        response = client.generic("POST", "/api/v1/estimate", json.dumps(TINY_CPU_WORKLOAD).encode(),
+                                  content_type="application/json", HTTP_TRANSFER_ENCODING="chunked")  # fmt: skip
+        assert response.status_code == 411
+        assert "Content-Length" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "order_id", ["%C2%B9", "%D9%A3", "%EF%BC%91"], ids=["superscript-1", "arabic-3", "fullwidth-1"]
+)
+def test_an_upload_to_an_order_id_of_non_ascii_digits_is_a_401_not_a_500(anon_api, order_id) -> None:
+    # issue 16, finding 8: str.isdigit accepts "¹", which int() then refuses
+    response = anon_api.post(f"/api/v1/orders/{order_id}/measurements/", measurement_document(), format="json",
+                             HTTP_AUTHORIZATION="Upload x")  # fmt: skip
+    assert response.status_code == 401
+    assert response.json()["detail"] == "The upload token is not valid for this order."

@@ -114,6 +114,35 @@ def test_the_api_wide_user_limit_still_applies(api) -> None:
         assert_throttled(api.get("/api/v1/configurations/"), 60)
 
 
+def _guess_upload_token(anon_api, order_id: int, forwarded: str | None, remote: str = "127.0.0.1") -> int:
+    extra = {"HTTP_X_FORWARDED_FOR": forwarded} if forwarded is not None else {}
+    token = f"Upload vpu_{uuid.uuid4().hex}"  # a guess: never the order's token
+    response = anon_api.post(f"/api/v1/orders/{order_id}/measurements/", {}, format="json",
+                             HTTP_AUTHORIZATION=token, REMOTE_ADDR=remote, **extra)  # fmt: skip
+    return response.status_code
+
+
+@pytest.mark.django_db
+def test_a_new_x_forwarded_for_per_request_does_not_escape_the_anonymous_count(anon_api) -> None:
+    # issue 16, finding 3: with DRF's NUM_PROXIES unset, the whole header was the client's identity
+    with rates(user="3/minute"):
+        codes = [_guess_upload_token(anon_api, 1, f"10.9.{i}.1") for i in range(5)]
+        assert codes == [401, 401, 401, 429, 429]
+        assert _guess_upload_token(anon_api, 1, None, remote="192.0.2.7") == 401  # another address: its own count
+
+
+@pytest.mark.django_db
+def test_behind_trusted_proxies_each_client_is_counted_by_the_address_the_proxy_saw(anon_api) -> None:
+    framework: dict[str, Any] = settings.REST_FRAMEWORK
+    with override_settings(REST_FRAMEWORK={**framework, "NUM_PROXIES": 1,
+                                           "DEFAULT_THROTTLE_RATES": {**framework["DEFAULT_THROTTLE_RATES"],
+                                                                      "user": "2/minute"}}):  # fmt: skip
+        # nginx ($proxy_add_x_forwarded_for) appends the address it saw to whatever the client sent
+        first = [_guess_upload_token(anon_api, 1, f"forged-{i}, 198.51.100.1") for i in range(3)]
+        assert first == [401, 401, 429]
+        assert _guess_upload_token(anon_api, 1, "198.51.100.2") == 401  # one bucket per client, not per proxy
+
+
 def _settings_probe(**env: str) -> subprocess.CompletedProcess[str]:
     prefixes = ("DJANGO_", "DATABASE_", "CELERY_", "CACHE_", "API_", "VRAMPLAN_")
     clean = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}

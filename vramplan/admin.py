@@ -1,4 +1,5 @@
-"""The vramplan admin site: branded, with the calibration page beside the measurements.
+"""The vramplan admin site: branded, with the calibration page beside the measurements and failed sign-ins
+limited (``vramplan.login_limit``).
 
 Installed through ``vramplan.apps.AdminConfig`` (Django's documented way to replace the default site), so
 every ``@admin.register`` in the apps lands here.
@@ -12,15 +13,21 @@ from django.urls import URLPattern, URLResolver, path
 
 from recommendations.admin_views import calibration_view
 
+from .login_limit import LoginLimitedAdminAuthenticationForm, with_refusal_status
+
 
 class VramplanAdminSite(admin.AdminSite):
     site_header = "vramplan"
     site_title = "vramplan admin"
     index_title = "Catalog, workloads, orders and measurements"
+    login_form = LoginLimitedAdminAuthenticationForm  # failed sign-ins are limited (vramplan/login_limit.py)
 
     def get_urls(self) -> list[URLResolver | URLPattern]:
         calibration = path("measurements/calibration/", self.admin_view(self.calibration), name="calibration")
         return [calibration, *super().get_urls()]
+
+    def login(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
+        return with_refusal_status(super().login(request, extra_context))
 
     def calibration(self, request: HttpRequest) -> HttpResponse:
         return calibration_view(request, self)

@@ -42,7 +42,7 @@ def _too_big(context: dict[str, Any]) -> str:
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     request = context.get("request")
     sent = request.META.get("CONTENT_LENGTH", "") if request is not None else ""
-    size = f" ({int(sent):,} bytes)" if str(sent).isdigit() else ""
+    size = f" ({int(sent):,} bytes)" if str(sent).isascii() and str(sent).isdigit() else ""  # not "¹"
     return (
         f"The request body{size} is larger than the limit of {limit:,} bytes "
         f"({limit / 2**20:g} MiB, DATA_UPLOAD_MAX_MEMORY_SIZE)."

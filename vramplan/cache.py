@@ -4,10 +4,11 @@ The default cache lives in Celery's broker database when ``CELERY_BROKER_URL`` i
 ``settings.CACHES``). Django's ``RedisCache.clear()`` is ``FLUSHDB``, which would also drop every queued
 job message and kombu's queue bindings; this one deletes only the keys under its ``KEY_PREFIX``.
 
-``count_in_window`` is what the API's rate limits count with (``vramplan.throttling``): one Redis
-round trip, atomic. Django's ``incr`` is two commands (``EXISTS``, then ``INCR``): a key that expires
-between them comes back from ``INCR`` without a time to live, and a count that never expires refuses its
-user for good.
+``count_in_window`` is what the API's rate limits and the sign-in limit count with (``vramplan.throttling``,
+``vramplan.login_limit``): one Redis round trip, atomic. Django's ``incr`` is two commands (``EXISTS``, then
+``INCR``): a key that expires between them comes back from ``INCR`` without a time to live, and a count that
+never expires refuses its user for good. ``peek_in_window`` reads a count without adding to it;
+``uncount_in_window`` takes one back (a job start that started nothing).
 """
 
 from __future__ import annotations
@@ -29,6 +30,19 @@ if n == 1 or left < 0 then
   left = tonumber(ARGV[1])
 end
 return {n, left}
+"""
+
+#: The count at KEYS[1] and the milliseconds its window has left, counting nothing (0 and -2: no window).
+_PEEK_IN_WINDOW = """
+return {tonumber(redis.call('GET', KEYS[1]) or '0'), redis.call('PTTL', KEYS[1])}
+"""
+
+#: One event fewer at KEYS[1] while its window is open (DECR keeps the key's time to live).
+_UNCOUNT_IN_WINDOW = """
+if tonumber(redis.call('GET', KEYS[1]) or '0') > 0 then
+  return redis.call('DECR', KEYS[1])
+end
+return 0
 """
 
 
@@ -57,3 +71,15 @@ class RedisCache(DjangoRedisCache):
         client = self._cache.get_client(redis_key, write=True)
         count, left_ms = client.eval(_COUNT_IN_WINDOW, 1, redis_key, int(window_s * 1000))
         return int(count), int(left_ms) / 1000.0
+
+    def peek_in_window(self, key: str) -> tuple[int, float]:
+        """``count_in_window``'s (count, seconds left) for ``key`` without counting; (0, 0.0) with no window."""
+        redis_key = self.make_and_validate_key(key)
+        client = self._cache.get_client(redis_key)
+        count, left_ms = client.eval(_PEEK_IN_WINDOW, 1, redis_key)
+        return int(count), max(0, int(left_ms)) / 1000.0
+
+    def uncount_in_window(self, key: str) -> None:
+        """One event fewer under ``key`` while its window is open (``count_in_window`` taken back)."""
+        redis_key = self.make_and_validate_key(key)
+        self._cache.get_client(redis_key, write=True).eval(_UNCOUNT_IN_WINDOW, 1, redis_key)

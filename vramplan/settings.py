@@ -133,6 +133,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "vramplan.middleware.RejectNulMiddleware",
+    "vramplan.middleware.RequireContentLengthMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -205,7 +206,17 @@ REST_FRAMEWORK = {
         "job_start": env_rate("API_THROTTLE_JOB_START_RATE", "10/minute"),
     },
     "DEFAULT_THROTTLE_CLASSES": ["vramplan.throttling.UserThrottle"],
+    # The client address that anonymous requests and sign-ins are counted by (vramplan.throttling.client_address):
+    # REMOTE_ADDR, unless this many proxies of yours in front each append to X-Forwarded-For. A client can
+    # write X-Forwarded-For itself: trusting more proxies than there are lets it pick a new address per request.
+    "NUM_PROXIES": env_int("VRAMPLAN_TRUSTED_PROXIES", 0),
 }
+
+# Failed sign-ins (admin and /api-auth/login/) per username and per client address within a window opened by the
+# first; beyond either, sign-ins are refused until the window closes (vramplan/login_limit.py).
+LOGIN_FAILURES_PER_USERNAME = env_int("LOGIN_FAILURES_PER_USERNAME", 5, minimum=1)
+LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 20, minimum=1)
+LOGIN_FAILURE_WINDOW_SECONDS = env_int("LOGIN_FAILURE_WINDOW_SECONDS", 900, minimum=1)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "vramplan API",

@@ -15,6 +15,11 @@ expires ``period`` seconds later; it is counted atomically (``count_in_window``:
 ``add`` and ``incr`` in process memory), so concurrent requests from any number of processes are counted
 exactly. A refused request answers 429 with ``Retry-After``: the seconds until the
 window closes.
+
+An anonymous request is counted by its client address (``client_address``): REMOTE_ADDR, unless
+``VRAMPLAN_TRUSTED_PROXIES`` (DRF's ``NUM_PROXIES``) says how many proxies in front append to
+``X-Forwarded-For``. DRF without ``NUM_PROXIES`` takes the whole header as the address, so a client that
+sends a new header with each request is never counted.
 """
 
 from __future__ import annotations
@@ -43,6 +48,9 @@ class ScopedUserThrottle(SimpleRateThrottle):
     def get_rate(self) -> str:
         return str(api_settings.DEFAULT_THROTTLE_RATES[self.scope])
 
+    def get_ident(self, request) -> str:
+        return client_address(request)
+
     def get_cache_key(self, request, view) -> str | None:
         if self.methods is not None and request.method not in self.methods:
             return None
@@ -63,6 +71,12 @@ class ScopedUserThrottle(SimpleRateThrottle):
     def wait(self) -> float:
         return float(math.ceil(self.retry_after_s))
 
+    def refund(self, request, view) -> None:
+        """Take back the count of ``request``, whose answer did no work (a job start another request won)."""
+        key = self.get_cache_key(request, view)
+        if key is not None:
+            uncount_in_window(self.cache, key)
+
 
 class UserThrottle(ScopedUserThrottle):
     scope = "user"
@@ -80,6 +94,19 @@ class RecommendThrottle(ScopedUserThrottle):
 class JobStartThrottle(ScopedUserThrottle):
     scope = "job_start"
     methods = frozenset({"POST"})
+
+
+def client_address(request: Any) -> str:
+    """The client's address: REMOTE_ADDR, or with ``N`` = ``VRAMPLAN_TRUSTED_PROXIES`` proxies in front, the
+    ``N``-th address from the end of ``X-Forwarded-For`` (each trusted proxy appends the address it saw; what
+    the client wrote itself comes before them and is never used)."""
+    meta = request.META
+    remote = str(meta.get("REMOTE_ADDR") or "")
+    trusted = int(api_settings.NUM_PROXIES or 0)
+    forwarded = [a.strip() for a in str(meta.get("HTTP_X_FORWARDED_FOR") or "").split(",") if a.strip()]
+    if trusted == 0 or not forwarded:
+        return remote
+    return forwarded[-min(trusted, len(forwarded))]
 
 
 def count_in_window(cache: Any, key: str, duration: int, now: float) -> tuple[int, float]:
@@ -102,6 +129,38 @@ def count_in_window(cache: Any, key: str, duration: int, now: float) -> tuple[in
         count = 1
     opened = cache.get(opened_key) if count > 1 else now
     return count, (opened if opened is not None else now) + duration - now
+
+
+def uncount_in_window(cache: Any, key: str) -> None:
+    """One event fewer under ``key`` in its open window (none when it has closed); its end stays where it was."""
+    uncounter = getattr(cache, "uncount_in_window", None)
+    if uncounter is not None:
+        uncounter(key)
+        return
+    try:
+        if int(cache.get(f"{key}:n") or 0) > 0:
+            cache.decr(f"{key}:n")
+    except ValueError:  # the window closed meanwhile: nothing left to take back
+        pass
+
+
+def peek_in_window(cache: Any, key: str, duration: int, now: float) -> tuple[int, float]:
+    """``count_in_window`` without counting: (events so far in ``key``'s window, seconds until it closes);
+    (0, 0.0) when no window is open."""
+    peek = getattr(cache, "peek_in_window", None)
+    if peek is not None:
+        count, left_s = peek(key)
+        return int(count), float(left_s)
+    count = cache.get(f"{key}:n")
+    if not count:
+        return 0, 0.0
+    opened = cache.get(f"{key}:t")
+    return int(count), max(0.0, (opened if opened is not None else now) + duration - now)
+
+
+def forget_window(cache: Any, key: str) -> None:
+    """Close ``key``'s window now (both shapes ``count_in_window`` stores it in)."""
+    cache.delete_many([key, f"{key}:n", f"{key}:t"])
 
 
 def throttles(*scoped: type[ScopedUserThrottle]) -> list[Any]:

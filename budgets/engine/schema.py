@@ -380,7 +380,7 @@ class RuntimeSpec(_Section):
     @field_validator("engine_version", "bitsandbytes_version")
     @classmethod
     def _check_release(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None and not re.match(ENGINE_VERSION_PATTERN, value):
+        if value is not None and not re.fullmatch(ENGINE_VERSION_PATTERN, value):
             raise ValueError(
                 f"{info.field_name} {value!r} is not a release number (allowed: digits and dots such as '0.11.0',"
                 " '0.10.1.1', '0.6.4.post1', '0.11.0rc1', '0.7.3.dev233+gad5a35c2')"

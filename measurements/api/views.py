@@ -18,7 +18,7 @@ from rest_framework.response import Response
 
 from vramplan.openapi import BAD_REQUEST, CONFLICT, FORBIDDEN, JOB_START_THROTTLED, NOT_FOUND, THROTTLED, UNAUTHORIZED
 from vramplan.parsers import NulSafeJSONParser
-from vramplan.permissions import IsStaffOrReadOnly
+from vramplan.permissions import IsStaffWithModelPermission
 from vramplan.throttling import JobStartThrottle, throttles
 
 from .. import services
@@ -121,7 +121,11 @@ class OrderViewSet(
             return self._page(_jobs().filter(order=order), AcceptanceJobSerializer)
         serializer = AcceptanceJobStartSerializer(data=_body(request))
         serializer.is_valid(raise_exception=True)
-        job = services.acceptance_job_start(order, **serializer.validated_data)
+        try:
+            job = services.acceptance_job_start(order, **serializer.validated_data)
+        except services.ConcurrentStart:
+            JobStartThrottle().refund(request, self)  # it started nothing: it spends none of the job-start quota
+            raise
         code = status.HTTP_409_CONFLICT if job.failure_kind == "no_node" else status.HTTP_202_ACCEPTED
         return Response(AcceptanceJobSerializer(_jobs().get(pk=job.pk)).data, status=code)
 
@@ -156,11 +160,16 @@ class OrderViewSet(
     def _order_for_upload(self, request: Request, pk: str | None) -> Order:
         header = request.headers.get("Authorization", "")
         if header.startswith(f"{UPLOAD_KEYWORD} "):
-            order = Order.objects.filter(pk=pk).first() if pk is not None and pk.isdigit() else None
+            order = Order.objects.filter(pk=pk).first() if pk is not None and _is_id(pk) else None
             if order is None or not services.order_upload_token_matches(order, header[len(UPLOAD_KEYWORD) + 1 :]):
                 raise NotAuthenticated("The upload token is not valid for this order.")
             return order
         return self._owned(request)
+
+
+def _is_id(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also accepts "¹" and "٣", which ``int`` then refuses (a 500)."""
+    return text.isascii() and text.isdigit()
 
 
 def _body(request: Request) -> dict:
@@ -225,10 +234,11 @@ PROGRAM_ERRORS = {**ERRORS, 403: FORBIDDEN}
 )
 @extend_schema(tags=["orders"])
 class RegisteredProgramViewSet(viewsets.ModelViewSet):
-    """Programs staff registered for acceptance jobs (users choose one by slug; they never send a command)."""
+    """Programs staff registered for acceptance jobs (users choose one by slug; they never send a command).
+    Registering one decides what a GPU node runs: it needs the model permission, as in the admin."""
 
     serializer_class = RegisteredProgramSerializer
-    permission_classes = [IsStaffOrReadOnly]
+    permission_classes = [IsStaffWithModelPermission]
     parser_classes = [NulSafeJSONParser]
     lookup_field = "slug"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from catalog.models import Node
@@ -120,7 +121,15 @@ def test_a_confirmed_order_is_final(api, order) -> None:
     assert api.delete(f"/api/v1/orders/{order['id']}/").status_code == 409
 
 
-def test_programs_are_registered_by_staff_with_known_placeholders_only(api, staff_api, configuration) -> None:
+def _grant(user, *codenames: str) -> None:
+    user.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label="measurements", codename__in=codenames)
+    )
+
+
+def test_programs_are_registered_by_staff_with_known_placeholders_only(api, staff_api, staff_user,
+                                                                       configuration) -> None:  # fmt: skip
+    _grant(staff_user, "add_registeredprogram")
     body = {"slug": "echo", "name": "Echo", "argv_template": ["{python}", "-c", "print('{max_model_len}')"],
             "allowed_configurations": [configuration.slug]}  # fmt: skip
     assert api.post("/api/v1/programs/", body, format="json").status_code == 403
@@ -129,6 +138,23 @@ def test_programs_are_registered_by_staff_with_known_placeholders_only(api, staf
     created = staff_api.post("/api/v1/programs/", body, format="json")
     assert created.status_code == 201, created.json()
     assert api.get("/api/v1/programs/echo/").json()["argv_template"][0] == "{python}"
+
+
+def test_program_writes_need_the_model_permission_not_only_staff(staff_api, staff_user, configuration) -> None:
+    # issue 16, finding 5: a staff account with no permission registered ["/bin/sh", "-c", "id; env"]
+    body = {"slug": "sh", "name": "Shell", "argv_template": ["/bin/sh", "-c", "id; env"]}
+    refused = staff_api.post("/api/v1/programs/", body, format="json")
+    assert refused.status_code == 403 and "add/change/delete permission" in refused.json()["detail"]
+    assert not RegisteredProgram.objects.filter(slug="sh").exists()
+    assert staff_api.get("/api/v1/programs/").status_code == 200  # reading needs none
+
+    _grant(staff_user, "add_registeredprogram")
+    assert staff_api.post("/api/v1/programs/", body, format="json").status_code == 201
+    assert staff_api.patch("/api/v1/programs/sh/", {"name": "x"}, format="json").status_code == 403
+    assert staff_api.delete("/api/v1/programs/sh/").status_code == 403
+    _grant(staff_user, "change_registeredprogram", "delete_registeredprogram")
+    assert staff_api.patch("/api/v1/programs/sh/", {"name": "x"}, format="json").status_code == 200
+    assert staff_api.delete("/api/v1/programs/sh/").status_code == 204
 
 
 def test_a_program_not_allowed_on_the_configuration_is_refused(api, order, configuration) -> None:
@@ -166,7 +192,7 @@ def test_a_later_run_that_decides_nothing_keeps_the_earlier_verdict(api, order) 
 def test_a_negative_latency_is_a_400(api, order) -> None:
     bad = measurement_document(timing={"ms_per_output_token": -1})
     response = api.post(f"/api/v1/orders/{order['id']}/measurements/", bad, format="json")
-    assert response.status_code == 400 and "timing" in response.json()
+    assert response.status_code == 400 and "timing.ms_per_output_token" in response.json()
 
 
 def test_deleting_an_order_deletes_its_jobs_measurements_and_timelines(api, order, configuration) -> None:

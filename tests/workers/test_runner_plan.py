@@ -17,7 +17,8 @@ def _hf(name: str) -> dict:
                                     "vocab_size": 256}}}  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["--trust-remote-code", "/etc/passwd", "../../secrets", "~/model", "a b", "x/y/z"])
+@pytest.mark.parametrize("name", ["--trust-remote-code", "/etc/passwd", "../../secrets", "~/model", "a b", "x/y/z",
+                                  "org/model\n"])  # fmt: skip
 def test_a_model_name_from_a_users_config_is_never_an_option_or_a_path(name: str) -> None:
     values = placeholder_values(_hf(name), device_count=1)
     assert "model" not in values

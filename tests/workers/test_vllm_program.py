@@ -218,6 +218,7 @@ def _options(*args: str) -> Any:
         ["--port", "70000"],
         ["--dtype", "int3"],
         ["--kv-cache-dtype", "FP8; rm"],
+        ["--kv-cache-dtype", "fp8\n"],
         ["--max-model-len", "100", "--max-input-tokens", "90", "--max-output-tokens", "20"],
         ["--served-model-name", "a b"],
         ["--python", "/nonexistent/python3"],
@@ -233,7 +234,7 @@ def test_invalid_options_are_refused(args: list[str]) -> None:
 
 
 def test_invalid_model_names_are_refused() -> None:
-    for model in ("-rf", "a b", "x" * 600, "m;ls"):
+    for model in ("-rf", "a b", "x" * 600, "m;ls", "org/model\n"):
         with pytest.raises(SystemExit):
             parse_options(["--model", model])
 

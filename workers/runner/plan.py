@@ -33,9 +33,10 @@ PLACEHOLDERS: dict[str, str] = {
 }
 
 _DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "bfloat16"}
-_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.:@+][A-Za-z0-9_./:@+-]{0,255}$")  # never an option: no leading "-"
+#: Matched with ``fullmatch``, never ``match`` + ``$``: ``$`` also matches before a final newline ("org/model\n").
+_SAFE_VALUE = re.compile(r"[A-Za-z0-9_.:@+][A-Za-z0-9_./:@+-]{0,255}")  # never an option: no leading "-"
 #: A Hugging Face repository id ("org/name"): never a path on the node (no "/", "..", "~" at the start).
-_HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?$")
+_HF_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?")
 
 
 class PlaceholderError(ValueError):
@@ -78,7 +79,7 @@ def placeholder_values(description: Mapping[str, Any], device_count: int) -> dic
             values["model"] = (preset.hf_repo if preset and preset.hf_repo else model.preset) or model.preset
         elif model.hf_config and isinstance(model.hf_config.get("_name_or_path"), str):
             name = model.hf_config["_name_or_path"]
-            if _HF_REPO.match(name) and ".." not in name:  # a user's text: a repository id or nothing
+            if _HF_REPO.fullmatch(name) and ".." not in name:  # a user's text: a repository id or nothing
                 values["model"] = name
     if workload.inference is not None:
         inference = workload.inference
@@ -89,7 +90,7 @@ def placeholder_values(description: Mapping[str, Any], device_count: int) -> dic
         # vLLM's max_num_seqs as the workload sets it; else the sessions it must hold at once
         values["max_num_seqs"] = str(inference.max_num_seqs or inference.concurrent_sessions)
         values["gpu_memory_utilization"] = f"{inference.gpu_memory_utilization:g}"
-    return {k: v for k, v in values.items() if k == "python" or _SAFE_VALUE.match(v)}
+    return {k: v for k, v in values.items() if k == "python" or _SAFE_VALUE.fullmatch(v)}
 
 
 def program_argv(template: Sequence[str], values: Mapping[str, str]) -> list[str]:

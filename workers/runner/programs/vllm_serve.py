@@ -61,9 +61,10 @@ LOG_TAIL_CHARS = 8000
 EXIT_WAIT_AFTER_ERROR_S = 30.0  # vLLM logged a fatal start-up error: give it this long to exit by itself
 PROMPT_TOKEN_SPAN = 1000  # prompt ids are drawn from [base, base + span)
 
-_SAFE = re.compile(r"^[A-Za-z0-9_./:@+-]{1,512}$")
+#: Matched with ``fullmatch``: ``$`` would also match before a final newline ("org/model\n").
+_SAFE = re.compile(r"[A-Za-z0-9_./:@+-]{1,512}")
 _DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
-_KV_DTYPE = re.compile(r"^[a-z0-9_]{1,32}$")
+_KV_DTYPE = re.compile(r"[a-z0-9_]{1,32}")
 #: Lines in the log that mean the start-up has failed (vLLM sometimes lingers after logging them).
 _FATAL = re.compile(
     r"No available memory for the cache blocks|To serve at least one request|is larger than the maximum number "
@@ -110,7 +111,7 @@ def _float_range(low: float, high: float, *, low_open: bool = False) -> Any:
 
 
 def _name(text: str) -> str:
-    if not _SAFE.match(text) or text.startswith("-"):
+    if not _SAFE.fullmatch(text) or text.startswith("-"):
         raise argparse.ArgumentTypeError(
             f"{text!r}: use 1-512 characters of A-Z a-z 0-9 _ . / : @ + - (not starting with '-')"
         )
@@ -118,7 +119,7 @@ def _name(text: str) -> str:
 
 
 def _kv_dtype(text: str) -> str:
-    if not _KV_DTYPE.match(text):
+    if not _KV_DTYPE.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a KV cache dtype name (auto, fp8, fp8_e5m2, …)")
     return text
 
