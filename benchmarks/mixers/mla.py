@@ -331,7 +331,7 @@ def formulas(shape: Shape) -> dict[str, float]:
             "saved": mla.saved(m, b, s, h, d, topk=shape.topk),
             "saved_peak": mla.train_forward_transient(m, b, s, h, d, topk=shape.topk),
         }
-    per_token = mla.transformers_kv_elements_per_token(m) * d
+    per_token = m.kv_elements_per_token() * d
     return {
         "prefill": mla.forward_transient(m, b, s, s, h, d, topk=shape.topk),
         "decode": mla.forward_transient(m, b, 1, s + 1, h, d, topk=shape.topk),

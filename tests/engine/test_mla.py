@@ -64,8 +64,8 @@ def test_training_matches_measurement(m, b, s, h, d, topk, saved, peak):
 
 def test_cache_is_the_latent_not_per_head_keys():
     # measured DynamicCache bytes after the round-10 prefill: 196,608 (V3) and 327,680 (V3.2) for 4 × 256 tokens
-    assert 4 * 256 * mla.transformers_kv_elements_per_token(R10) * 2 == 196_608
-    assert 4 * 256 * mla.transformers_kv_elements_per_token(R10_V32) * 2 == 327_680
+    assert 4 * 256 * R10.kv_elements_per_token() * 2 == 196_608
+    assert 4 * 256 * R10_V32.kv_elements_per_token() * 2 == 327_680
 
 
 def test_saved_closed_form_and_indexer_not_saved():

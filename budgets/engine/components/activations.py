@@ -268,38 +268,29 @@ def layer_forward_peak(
     return max(peaks)
 
 
-def layers_saved(
-    spec: ModelSpec,
-    x: Shape,
-    attention: str,
-    start: int,
-    stop: int,
-    per_layer: Callable[[ModelSpec, Shape, bool], float],
-) -> float:
-    """Σ over the layers in [start, stop) of `per_layer(view spec, view shape, gqa_copies)`."""
+PerLayer = Callable[[ModelSpec, Shape, bool], float]  # (view spec, view shape, gqa_copies) → bytes
+
+
+def _per_view(
+    spec: ModelSpec, x: Shape, attention: str, start: int, stop: int, per_layer: PerLayer
+) -> list[tuple[int, float]]:
+    """(layers, `per_layer(view spec, view shape, gqa_copies)`) for each kind of layer in [start, stop)."""
     if not spec.layer_runs:
-        return per_layer(spec, x, _gqa_copies(spec, attention)) * (stop - start)
-    return sum(
-        v.count * per_layer(v.spec, view_shape(x, v.spec), _gqa_copies(v.spec, attention))
+        return [(stop - start, per_layer(spec, x, _gqa_copies(spec, attention)))]
+    return [
+        (v.count, per_layer(v.spec, view_shape(x, v.spec), _gqa_copies(v.spec, attention)))
         for v in views(spec, start, stop)
-    )
+    ]
 
 
-def layers_max(
-    spec: ModelSpec,
-    x: Shape,
-    attention: str,
-    start: int,
-    stop: int,
-    per_layer: Callable[[ModelSpec, Shape, bool], float],
-) -> float:
+def layers_saved(spec: ModelSpec, x: Shape, attention: str, start: int, stop: int, per_layer: PerLayer) -> float:
+    """Σ over the layers in [start, stop) of `per_layer(view spec, view shape, gqa_copies)`."""
+    return sum(count * value for count, value in _per_view(spec, x, attention, start, stop, per_layer))
+
+
+def layers_max(spec: ModelSpec, x: Shape, attention: str, start: int, stop: int, per_layer: PerLayer) -> float:
     """max over the kinds of layer in [start, stop) of `per_layer(view spec, view shape, gqa_copies)`."""
-    if not spec.layer_runs:
-        return per_layer(spec, x, _gqa_copies(spec, attention))
-    return max(
-        (per_layer(v.spec, view_shape(x, v.spec), _gqa_copies(v.spec, attention)) for v in views(spec, start, stop)),
-        default=0.0,
-    )
+    return max((value for _, value in _per_view(spec, x, attention, start, stop, per_layer)), default=0.0)
 
 
 def _mixer_kind(spec: ModelSpec) -> str:
@@ -346,10 +337,18 @@ def inference_forward_transient(
 
 def _mixer_forward_transient(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, mask_copy: float) -> float:
     """The token mixer's transient: the attention operators, or a recurrent or latent mixer's own (`mixers`)."""
-    mixer = spec.runs[0].mixer
+    mixer, side = spec.runs[0].mixer, spec.runs[0].side
     if len(spec.layer_runs) == 1 and mixer.kind in mixers.MODELLED:
-        return mixers.forward_transient(mixers.on_device(mixer, x.tensor), x.b, x.s, x.k, x.h, x.d, x.cuda)
-    return _attention_forward_transient(spec, x, attention, gqa_copies, mask_copy)
+        main = mixers.forward_transient(mixers.on_device(mixer, x.tensor), x.b, x.s, x.k, x.h, x.d, x.cuda)
+    else:
+        main = _attention_forward_transient(spec, x, attention, gqa_copies, mask_copy)
+    if side is None or len(spec.layer_runs) != 1:
+        return main
+    # Falcon-H1 (modeling_falcon_h1.py FalconH1DecoderLayer.forward): the Mamba2 mixer runs first; the attention then
+    # runs beside its scaled output and the attention-scaled input (`mamba_out * ssm_out_multiplier`,
+    # `hidden_states * attention_in_multiplier`), two hidden-sized tensors
+    first = mixers.forward_transient(mixers.on_device(side, x.tensor), x.b, x.s, x.k, x.h, x.d, x.cuda)
+    return max(first, main + 2 * x.tokens * x.h * x.d)
 
 
 def training_forward_extra(spec: ModelSpec, x: Shape) -> float:
@@ -486,7 +485,12 @@ def _sdpa_math_saved(x: Shape) -> float:
 
 
 def _attention_saved(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool, norm_weights: bool = True) -> float:
-    mixer = spec.runs[0].mixer
+    mixer, side = spec.runs[0].mixer, spec.runs[0].side
+    if len(spec.layer_runs) == 1 and side is not None:  # Falcon-H1: the Mamba2 mixer beside the attention
+        beside = mixers.saved(mixers.on_device(side, x.tensor), x.b, x.s, x.h, x.d, x.cuda)
+        return beside + _attention_saved(
+            replace(spec, layer_runs=(replace(spec.runs[0], side=None),)), x, attention, gqa_copies, norm_weights
+        )
     if len(spec.layer_runs) == 1 and mixer.kind in mixers.MODELLED:
         return mixers.saved(mixers.on_device(mixer, x.tensor), x.b, x.s, x.h, x.d, x.cuda)
     tok = x.tokens
@@ -659,7 +663,12 @@ def training_backward_transient(spec: ModelSpec, x: Shape) -> float:
     routed = spec.num_experts if spec.moe_all_experts else spec.experts_per_token
     width = x.inter if not spec.is_moe else spec.expert_intermediate_size * routed
     mats = 3 if spec.mlp == "gated" else 2
-    return mats * tok * width * x.d + 2 * tok * x.h * x.d
+    mlp = mats * tok * width * x.d + 2 * tok * x.h * x.d if _mlp_kind(spec) != "none" else 0.0
+    mixer = 0.0
+    for m in (spec.runs[0].mixer, spec.runs[0].side) if len(spec.layer_runs) == 1 else ():
+        if m is not None and m.kind in mixers.MODELLED:
+            mixer = max(mixer, mixers.backward_transient(mixers.on_device(m, x.tensor), x.b, x.s, x.h, x.d, x.cuda))
+    return max(mlp, mixer)
 
 
 def attention_backward_transient(spec: ModelSpec, x: Shape, attention: str) -> float:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from ..dtypes import nbytes
-from ..models.layers import Mixer, layer_mixers
+from ..models.layers import STATE_KINDS, Mixer, layer_mixers
 from ..models.spec import ModelSpec
 
 
@@ -36,10 +36,24 @@ def kv_bytes_per_token(spec: ModelSpec, tensor: int, first: int, layers: int, pr
 
 
 def state_bytes_per_sequence(spec: ModelSpec, tensor: int, first: int, layers: int, precision: str) -> int:
-    """Fixed bytes per sequence: the recurrent states of linear-attention and Mamba layers (vLLM keeps them in the
-    model dtype by default: `mamba_cache_dtype="auto"`, vllm-0.11.0/config/cache.py:96,100)."""
+    """Fixed bytes per sequence as vLLM pages them: the recurrent states of linear-attention and Mamba layers in the
+    model dtype (`mamba_cache_dtype="auto"`, vllm-0.11.0/config/cache.py:96,100)."""
     per = sum(m.state_elements_per_sequence(tensor) * n for m, n in stage_mixers(spec, first, layers))
     return int(per * nbytes(precision))
+
+
+def generate_state_bytes_per_sequence(spec: ModelSpec, tensor: int, first: int, layers: int, precision: str) -> int:
+    """Fixed bytes per sequence in a transformers cache: transformers 5.24 cache_utils.py `LinearAttentionLayer`
+    keeps the conv state as `zeros(b, channels, kernel)` in the model dtype (the whole kernel, where vLLM keeps
+    kernel − 1 positions) and the recurrent/SSM state as the scans return it, fp32 (measured:
+    benchmarks/mixers/ssm.py, benchmarks/mixers/linear_attention.py)."""
+    d = nbytes(precision)
+    per = 0.0
+    for m, n in stage_mixers(spec, first, layers):
+        if m.kind in STATE_KINDS:
+            conv = m.conv_state // (m.kernel - 1) * m.kernel if m.kernel > 1 else m.conv_state
+            per += n * (conv * d + m.recurrent_state * 4) / tensor
+    return int(per)
 
 
 def kv_cache_bytes(
@@ -54,7 +68,8 @@ def kv_cache_bytes(
     block_tokens: int = 16,
     window: bool = True,
 ) -> int:
-    """Bytes of K and V (and recurrent state) for `sequences` sequences of `tokens` positions under a layout."""
+    """Bytes of K and V (and recurrent state) for `sequences` sequences of `tokens` positions under a layout, in a
+    transformers generate cache."""
     if layout == "paged":
         tokens = math.ceil(tokens / block_tokens) * block_tokens
     per = 0
@@ -62,7 +77,8 @@ def kv_cache_bytes(
         kept = m.cached_positions(tokens) if window or m.kind not in ("sliding", "chunked") else tokens
         per += m.kv_elements_per_token(tensor) * kept * n
     d = nbytes(precision)
-    return int(per * d * sequences) + state_bytes_per_sequence(spec, tensor, first, layers, precision) * sequences
+    states = generate_state_bytes_per_sequence(spec, tensor, first, layers, precision)
+    return int(per * d * sequences) + states * sequences
 
 
 def dynamic_growth_transient(

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..models.layers import Mixer, heads_per_device
-from . import mla
+from . import linear_attention, mla, ssm
 
-MODELLED = frozenset({"mla"})
+MODELLED = frozenset({"mla", "mamba", "linear"})
 
 
 def on_device(mixer: Mixer, tensor: int) -> Mixer:
@@ -27,14 +27,30 @@ def on_device(mixer: Mixer, tensor: int) -> Mixer:
     )
 
 
+def _conv_state_bytes(mixer: Mixer, b: int, d: float) -> float:
+    """The transformers cache's conv state of b sequences: channels × the whole kernel in the compute dtype."""
+    per_position = mixer.conv_state // (mixer.kernel - 1) if mixer.kernel > 1 else mixer.conv_state
+    return b * per_position * mixer.kernel * d
+
+
 def _topk(mixer: Mixer) -> int:
     return mixer.index_topk or 2048
 
 
 def forward_transient(mixer: Mixer, b: int, s: int, k: int, h: int, d: float, cuda: bool) -> float:
-    """Inference: the peak above the mixer's entry, as generate calls it (prefill s = k; decode s = 1)."""
+    """Inference: the peak above the mixer's entry, as generate calls it (prefill s = k; decode s = 1). The
+    recurrent states a prefill writes are the KV component's, not counted here."""
     if mixer.kind == "mla":
         return mla.forward_transient(mixer, b, s, k, h, int(d), _topk(mixer), cuda)
+    if mixer.kind == "mamba":
+        if s == 1 and k > 1:
+            return ssm.decode_transient(mixer, b, h, d, mixer.gated_norm, mixer.multipliers)
+        return ssm.forward_transient(mixer, b, s, h, d, mixer.gated_norm, new_state=False, falcon=mixer.multipliers)
+    if mixer.kind == "linear":
+        if s == 1 and k > 1:
+            return linear_attention.decode_transient(mixer, b, h, d)
+        # the cache's conv state, allocated before the scan, is the KV component's (kv_cache.state_bytes_per_sequence)
+        return linear_attention.forward_transient(mixer, b, s, h, d) - _conv_state_bytes(mixer, b, d)
     raise ValueError(f"no mixer model for {mixer.kind}")
 
 
@@ -44,11 +60,27 @@ def saved(mixer: Mixer, b: int, s: int, h: int, d: float, cuda: bool) -> float:
         if mla.math_path(mixer, cuda):
             return mla.saved(mixer, b, s, h, int(d), _topk(mixer), cuda)
         return _mla_fused_saved(mixer, b, s, d)
+    if mixer.kind == "mamba":
+        return ssm.saved(mixer, b, s, h, d, mixer.gated_norm, mixer.multipliers)
+    if mixer.kind == "linear":
+        return linear_attention.saved(mixer, b, s, h, d)
     raise ValueError(f"no mixer model for {mixer.kind}")
+
+
+def backward_transient(mixer: Mixer, b: int, s: int, h: int, d: float, cuda: bool) -> float:
+    """Training: the peak of the mixer's backward above its start (its saved tensors, the output's gradient and its
+    input); 0 where the mixer's module does not model it (MLA: its backward is q/k/v-sized, below the MLP's)."""
+    if mixer.kind == "mamba":
+        return ssm.backward_transient(mixer, b, s, h, d, mixer.gated_norm, mixer.multipliers)
+    if mixer.kind == "linear":
+        return linear_attention.backward_transient(mixer, b, s, h, d)
+    return 0.0
 
 
 def forward_extra(mixer: Mixer, b: int, s: int, h: int, d: float, cuda: bool) -> float:
     """Training: the mixer forward's peak beyond what it keeps (V3.2's no-grad indexer broadcast, say)."""
+    if mixer.kind in ("mamba", "linear"):
+        return 0.0  # its forward peak is within what it keeps plus the scan's transients, below the layer's saved
     if mixer.kind == "mla":
         if not mla.math_path(mixer, cuda):
             return 0.0

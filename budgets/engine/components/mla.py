@@ -70,13 +70,6 @@ class _Trace:
                 self.now -= self.live.pop(name, 0.0)
 
 
-def transformers_kv_elements_per_token(mixer: Mixer) -> int:
-    """Elements DynamicCache holds per token per MLA layer in transformers 5.24, in the compute dtype: the latent
-    (kv_lora_rank, after kv_a_layernorm) + the roped shared key (qk_rope_head_dim) + V3.2's indexer key
-    (index_head_dim); the same sum as vLLM's MLA spec, not per-head keys/values."""
-    return mixer.latent_dim + mixer.rope_dim + mixer.index_dim
-
-
 def math_path(mixer: Mixer, cuda: bool = False) -> bool:
     """Whether SDPA takes torch's math path: always on the CPU unless q/k and v share a head size (then the CPU
     flash kernel runs); on CUDA only when even the memory-efficient kernel is refused (head sizes not multiples of
@@ -301,7 +294,8 @@ def forward_transient(
 ) -> float:
     """Inference (no_grad, eval), one attention call as generate makes it with its DynamicCache: the peak bytes above
     the live bytes at entry, the cache growth excluded (the engine counts the cache: b × k ×
-    `transformers_kv_elements_per_token` × d after the call). Prefill: s = k = prompt; decode: s = 1, k = cache
+    `Mixer.kv_elements_per_token()` × d after the call: the latent, the roped key and V3.2's indexer key,
+    the same elements as vLLM's MLA spec). Prefill: s = k = prompt; decode: s = 1, k = cache
     length after the update. `topk`: V3.2's index_topk. The o_proj output (b × s × h × d) is part of it when the
     peak falls after it (decode only, if ever)."""
     t, growth = _forward(mixer, b, s, k, h, d, topk, cuda, cache)

@@ -232,6 +232,7 @@ class LayeredRules:
     parallel_mamba: bool = False  # attention and Mamba2 side by side in every layer (Falcon-H1)
     linear_kind: Literal["linear", "mamba"] = "linear"  # what a "linear_attention" layer type is
     kimi_delta: bool = False  # linear layers are Kimi Delta Attention (else Gated DeltaNet)
+    gdn_split_proj: bool = False  # Gated DeltaNet projects q/k/v, z, b, a separately (Qwen3.5), not qkvz + ba
     mamba_version: int = 2
     mamba_prefix: str = "mamba"
     mamba_heads_key: str = "mamba_n_heads"
@@ -370,8 +371,12 @@ LAYERED_RULES: dict[str, LayeredRules] = {
     "ernie4_5": LayeredRules("ernie4_5", tie_word_embeddings=True),
     # modeling_qwen3_next.py: gated query, per-head qk norm, GDN linear layers, MoE with a gated shared expert
     "qwen3_next": LayeredRules("qwen3_next", gated_query=True, qk_norm="head", shared_gate=True),
-    "qwen3_5_text": LayeredRules("qwen3_5_text", gated_query=True, qk_norm="head", shared_gate=True),
-    "qwen3_5_moe_text": LayeredRules("qwen3_5_moe_text", gated_query=True, qk_norm="head", shared_gate=True),
+    "qwen3_5_text": LayeredRules(
+        "qwen3_5_text", gated_query=True, qk_norm="head", shared_gate=True, gdn_split_proj=True
+    ),
+    "qwen3_5_moe_text": LayeredRules(
+        "qwen3_5_moe_text", gated_query=True, qk_norm="head", shared_gate=True, gdn_split_proj=True
+    ),
     # modeling_kimi_linear.py: KDA linear layers, MLA full layers (no q LoRA), first dense then MoE
     "kimi_linear": LayeredRules("kimi_linear", kimi_delta=True, shared_count_key="num_shared_experts"),
     # modeling_llama4.py Llama4TextModel: chunked local attention on RoPE layers, MoE every

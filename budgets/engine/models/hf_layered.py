@@ -358,7 +358,7 @@ def _mla(g: _Groups, r: Reader, d: _Dims) -> Mixer:
     )
 
 
-def _gated_delta_net(g: _Groups, r: Reader, d: _Dims) -> Mixer:
+def _gated_delta_net(g: _Groups, r: Reader, d: _Dims, split_proj: bool = False) -> Mixer:
     """Gated DeltaNet (modeling_qwen3_next.py Qwen3NextGatedDeltaNet; Qwen3.5 splits in_proj the same widths)."""
     nv = r.integer("linear_num_value_heads", lo=1, hi=MAX_HEADS)
     nk = r.integer("linear_num_key_heads", lo=1, hi=MAX_HEADS)
@@ -367,8 +367,14 @@ def _gated_delta_net(g: _Groups, r: Reader, d: _Dims) -> Mixer:
     kernel = r.integer("linear_conv_kernel_dim", 4, lo=1, hi=MAX_STATE)
     key, value = nk * dk, nv * dv
     conv = 2 * key + value
-    g.linear("linear_attn.in_proj_qkvz", "attention", 2 * key + 2 * value, d.h)
-    g.linear("linear_attn.in_proj_ba", "attention", 2 * nv, d.h)
+    if split_proj:  # modeling_qwen3_5.py Qwen3_5GatedDeltaNet: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a
+        g.linear("linear_attn.in_proj_qkv", "attention", 2 * key + value, d.h)
+        g.linear("linear_attn.in_proj_z", "attention", value, d.h)
+        g.linear("linear_attn.in_proj_b", "attention", nv, d.h)
+        g.linear("linear_attn.in_proj_a", "attention", nv, d.h)
+    else:
+        g.linear("linear_attn.in_proj_qkvz", "attention", 2 * key + 2 * value, d.h)
+        g.linear("linear_attn.in_proj_ba", "attention", 2 * nv, d.h)
     g.add("linear_attn.conv1d", "attention", (conv, 1, kernel), linear=False)
     g.vector("linear_attn.dt_bias", "attention", nv)
     g.vector("linear_attn.A_log", "attention", nv)
@@ -386,6 +392,7 @@ def _gated_delta_net(g: _Groups, r: Reader, d: _Dims) -> Mixer:
         variant="gated_delta",
         chunk=64,  # torch_chunk_gated_delta_rule's chunk_size (modeling_qwen3_next.py:377)
         kernel=kernel,
+        split_proj=split_proj,  # Qwen3.5's in_proj_qkv / z / b / a (the activation model's copies differ)
     )
 
 
@@ -460,7 +467,8 @@ def _mamba2(g: _Groups, r: Reader, d: _Dims, rules: LayeredRules) -> Mixer:
         g.vector(f"{p}.conv1d.bias", "attention", conv)
     for vec in ("dt_bias", "A_log", "D"):
         g.vector(f"{p}.{vec}", "attention", heads)
-    if r.flag("mamba_rms_norm", rules.mamba_norm):
+    gated_norm = r.flag("mamba_rms_norm", rules.mamba_norm)
+    if gated_norm:
         g.vector(f"{p}.norm", "norm", inner)
     g.linear(f"{p}.out_proj", "attention", d.h, inner, bias)
     # vllm mamba_utils.py mamba2_state_shape: conv (kernel − 1) × (inner + 2·groups·state), ssm heads × hd × state
@@ -479,6 +487,8 @@ def _mamba2(g: _Groups, r: Reader, d: _Dims, rules: LayeredRules) -> Mixer:
         groups=groups,
         chunk=chunk,
         kernel=kernel,
+        gated_norm=gated_norm,
+        multipliers=rules.parallel_mamba,  # modeling_falcon_h1.py FalconH1Mixer: ssm_in_multiplier, mup_vector
     )
 
 
@@ -707,7 +717,7 @@ def _layers(r: Reader, d: _Dims, rules: LayeredRules) -> list[tuple[Mixer, Mlp, 
             side = _mamba2(g, r, d, rules)
         elif kind == "linear":
             kda = rules.kimi_delta or isinstance(r.cfg.get("linear_attn_config"), Mapping)
-            mixer = _kimi_delta(g, r, d) if kda else _gated_delta_net(g, r, d)
+            mixer = _kimi_delta(g, r, d) if kda else _gated_delta_net(g, r, d, rules.gdn_split_proj)
         elif kind == "mamba":
             mamba1 = rules.mamba_version == 1 or r.has("mamba_dt_rank")
             mixer = _mamba1(g, r, d) if mamba1 else _mamba2(g, r, d, rules)

@@ -69,6 +69,8 @@ class Mixer:
     q_rank: int = 0  # MLA q_lora_rank (0: a plain q projection)
     index_heads: int = 0  # MLA V3.2 indexer heads
     index_topk: int = 0  # MLA V3.2 positions each query keeps (index_topk)
+    gated_norm: bool = False  # Mamba2: the gated RMSNorm over the inner width (else y · silu(gate))
+    multipliers: bool = False  # Falcon-H1's µP multipliers around the Mamba2 mixer (copies of its input and output)
     split_proj: bool = False  # Gated DeltaNet: separate in_proj_qkv / z / b / a (Qwen3.5), else fused qkvz + ba
 
     @property
