@@ -344,6 +344,14 @@ def _model_assumptions(w: Workload) -> list[str]:
                 "MLA on the CPU: SDPA takes torch's math path in fp32 (q/k head size ≠ v head size:"
                 " sdp_utils_cpp.cpp check_head_dim_size_cpp)"
             )
+        generate = w.inference is not None and not engine(w.inference.engine).preallocated_pool
+        if kinds & {"mamba", "linear"} and (w.task == "training" or generate):
+            out.append(
+                "Mamba and linear-attention layers as transformers runs them without mamba-ssm, causal-conv1d or"
+                " flash-linear-attention (its PyTorch scans, fp32 over the chunked sequence: measured on the CPU,"
+                " benchmarks/mixers/); with those CUDA kernels installed the scans are fused and their activations"
+                " are lower than this budget, which is then an upper bound"
+            )
         if kinds & {"cross"}:
             out.append(
                 "cross-attention layers are idle without image inputs (text requests): no activations, and in"
