@@ -2607,17 +2607,20 @@ ROUND10_NOT_BUILT: dict[str, str] = {
 }
 
 
-def round10_cases() -> list[dict]:
-    """Two runs per family (see the rule above): generate with a dynamic cache and train with AdamW."""
+def family_round(
+    tag: str, gen_shape: tuple[int, int, int], train_shape: tuple[int, int], train_precision: str, ckpt: str
+) -> list[dict]:
+    """Two runs per family of ROUND10_CONFIGS: generate (bf16, dynamic cache) and train (AdamW, foreach stated, so
+    that torch's device default cannot change the run)."""
     out = []
-    sessions, prompt, new = ROUND10_GEN_SHAPE
-    micro_batch, seq = ROUND10_TRAIN_SHAPE
+    sessions, prompt, new = gen_shape
+    micro_batch, seq = train_shape
     for family, cfg in ROUND10_CONFIGS.items():
-        tag = family.replace("_", "")
+        name = family.replace("_", "")
         attention = "eager" if family in ROUND10_NO_SDPA else "sdpa"
         out.append(
             infer(
-                f"r10-{tag}-gen-dynamic-bf16-{attention}-b{sessions}",
+                f"{tag}-{name}-gen-dynamic-bf16-{attention}-b{sessions}",
                 cfg,
                 precision="bf16",
                 sessions=sessions,
@@ -2627,19 +2630,38 @@ def round10_cases() -> list[dict]:
                 attention=attention,
             )
         )
-        case = train(
-            f"r10-{tag}-train-adamw-bf16-{attention}-b{micro_batch}",
-            cfg,
-            precision="bf16",
-            micro_batch=micro_batch,
-            seq=seq,
-            optimizer="adamw",
-            ckpt="none",
-            attention=attention,
-            optimizer_impl="foreach",  # stated, so that torch's device default cannot change the run
+        checkpointing = "-ckpt" if ckpt == "full" else ""
+        out.append(
+            train(
+                f"{tag}-{name}-train-adamw{checkpointing}-{train_precision}-{attention}-b{micro_batch}",
+                cfg,
+                precision=train_precision,
+                micro_batch=micro_batch,
+                seq=seq,
+                optimizer="adamw",
+                ckpt=ckpt,
+                attention=attention,
+                optimizer_impl="foreach",
+            )
         )
-        out.append(case)
     return out
+
+
+def round10_cases() -> list[dict]:
+    """Two runs per family (see the rule above): generate with a dynamic cache and train with AdamW."""
+    return family_round("r10", ROUND10_GEN_SHAPE, ROUND10_TRAIN_SHAPE, "bf16", "none")
+
+
+# Round 11: the round-10 configs unchanged, on the other side of every run axis round 10 fixed: generate 3 sessions of a
+# 300-token prompt (a multiple of no chunk: 64, 128 or 256, so the chunked scans pad) + 6 new tokens, bf16, dynamic
+# cache; train fp32 with full activation checkpointing, 1 × 300 tokens, AdamW (foreach). Written after the engine was
+# tuned on round 10 and measured before any comparison; compared once (HOLDOUT.md, "Round 11"), not tuned on.
+ROUND11_GEN_SHAPE = (3, 300, 6)
+ROUND11_TRAIN_SHAPE = (1, 300)
+
+
+def round11_cases() -> list[dict]:
+    return family_round("r11", ROUND11_GEN_SHAPE, ROUND11_TRAIN_SHAPE, "fp32", "full")
 
 
 # Rounds 4, 5 and 8: each written as a hold-out, compared once (HOLDOUT.md: round 4 at engine 95b2199, round 5
@@ -2653,7 +2675,8 @@ ROUND7_CASES: list[dict] = round7_cases()
 ROUND8_CASES: list[dict] = round8_cases()
 ROUND9_CASES: list[dict] = round9_cases()
 ROUND10_CASES: list[dict] = round10_cases()
-HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND7_CASES + ROUND9_CASES + ROUND10_CASES
+ROUND11_CASES: list[dict] = round11_cases()
+HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND9_CASES + ROUND11_CASES
 
 # the 17 first cases + the round-1 to round-5 and round-8 hold-outs, each tuned on (or moved up) after its first
 # comparison
@@ -2664,7 +2687,9 @@ TUNING_CASES: list[dict] = (
     + HOLDOUT_ROUND3_CASES
     + ROUND4_CASES
     + ROUND5_CASES
+    + ROUND7_CASES
     + ROUND8_CASES
+    + ROUND10_CASES
 )
 CASES = TUNING_CASES + HOLDOUT_CASES
 HOLDOUT_IDS: frozenset[str] = frozenset(c["name"] for c in HOLDOUT_CASES)

@@ -15,6 +15,11 @@ def _names(ws):
     return [c["name"] for c in ws]
 
 
+def _before_round7():
+    """The cases written before round 7: the 17 original ones and rounds 1 to 5."""
+    return cases.TUNING_CASES[: 17 + 11 + 11 + 12 + 126 + 126]
+
+
 def test_holdout_and_tuning_sets_are_disjoint_and_cover_cases():
     original = _names(cases.CASES[:17])
     round1 = _names(cases.HOLDOUT_ROUND1_CASES)
@@ -22,20 +27,21 @@ def test_holdout_and_tuning_sets_are_disjoint_and_cover_cases():
     round3 = _names(cases.HOLDOUT_ROUND3_CASES)
     round4 = _names(cases.ROUND4_CASES)
     round5 = _names(cases.ROUND5_CASES)
+    round7 = _names(cases.ROUND7_CASES)
     round8 = _names(cases.ROUND8_CASES)
+    round10 = _names(cases.ROUND10_CASES)
     tuning = _names(cases.TUNING_CASES)
     holdout = _names(cases.HOLDOUT_CASES)
-    # tuning set = the 17 original cases + the round-1 to round-5 and round-8 hold-outs (each moved up after its
+    # tuning set = the 17 original cases + the round-1 to round-5, 7, 8 and 10 hold-outs (each moved up after its
     # first comparison in HOLDOUT.md), in that order; round 8: the optimizer's device default, config dropouts
-    sizes = (len(round1), len(round2), len(round3), len(round4), len(round5), len(round8))
-    assert sizes == (11, 11, 12, 126, 126, 11)
-    assert tuning == original + round1 + round2 + round3 + round4 + round5 + round8
-    assert len(set(tuning)) == 314
-    # rounds 6 and 7 hold-out: one run per path per model type on new configs, none shared with tuning;
-    # round 9: round 8's mechanisms on new models and paths; round 10: two runs per family read per layer
-    rounds_6_7 = _names(cases.round6_cases()) + _names(cases.round7_cases())
-    assert holdout == rounds_6_7 + _names(cases.round9_cases()) + _names(cases.round10_cases())
-    assert len(set(holdout)) == len(holdout) == 56 + 56 + 10 + 52
+    sizes = (len(round1), len(round2), len(round3), len(round4), len(round5), len(round7), len(round8), len(round10))
+    assert sizes == (11, 11, 12, 126, 126, 56, 11, 52)
+    assert tuning == original + round1 + round2 + round3 + round4 + round5 + round7 + round8 + round10
+    assert len(set(tuning)) == 422
+    # hold-out: round 6, one run per path per model type on new configs, none shared with tuning; round 9: round
+    # 8's mechanisms on new models and paths; round 11: round 10's families on the other side of its run axes
+    assert holdout == _names(cases.round6_cases()) + _names(cases.round9_cases()) + _names(cases.round11_cases())
+    assert len(set(holdout)) == len(holdout) == 56 + 10 + 52
     assert not set(tuning) & set(holdout)
     assert _names(cases.CASES) == tuning + holdout
     assert all(cases.is_holdout(n) for n in holdout)
@@ -118,7 +124,7 @@ def test_rounds_6_and_7_take_every_path_of_every_model_type_once_with_both_preci
 
 
 def test_round7_trains_with_sgd_on_models_and_batches_no_earlier_round_used():
-    earlier = cases.TUNING_CASES[: -len(cases.ROUND8_CASES)] + cases.ROUND6_CASES
+    earlier = _before_round7() + cases.ROUND6_CASES
     shapes = {json.dumps(w["model"]["hf_config"], sort_keys=True) for w in earlier}
     for w in cases.ROUND7_CASES:
         assert json.dumps(w["model"]["hf_config"], sort_keys=True) not in shapes
@@ -178,14 +184,11 @@ def test_report_shows_each_set_and_overall():
     from benchmarks.accuracy.__main__ import load_results, report
 
     text, _ = report(load_results())
-    assert "### Tuning set (314 cases" in text
+    assert "### Tuning set (422 cases" in text
     assert "### Round-6 hold-out (" in text
     assert "Round-6 hold-out: median |error|" in text
-    assert "### Round-7 hold-out (56 cases" in text
-    assert "Round-7 hold-out: median |error|" in text
     assert "### Round-9 hold-out (10 cases" in text
-    assert "### Round-10 hold-out (52 cases" in text
-    assert "Round-10 hold-out: median |error|" in text
+    assert "### Round-11 hold-out (52 cases" in text
     assert "- All cases: median |error|" in text
 
 
@@ -207,12 +210,12 @@ def test_round8_leaves_the_optimizer_to_torch_or_turns_dropouts_on():
 
 
 def test_rounds_1_to_7_state_the_foreach_optimizers_they_ran():
-    earlier = cases.TUNING_CASES[: -len(cases.ROUND8_CASES)] + cases.ROUND6_CASES + cases.ROUND7_CASES
+    earlier = _before_round7() + cases.ROUND6_CASES + cases.ROUND7_CASES
     assert {w["training"]["optimizer_impl"] for w in earlier if w["task"] == "training"} == {"foreach"}
 
 
 def test_round9_runs_round8s_mechanisms_on_models_no_earlier_round_used():
-    earlier = cases.TUNING_CASES + cases.ROUND6_CASES + cases.ROUND7_CASES
+    earlier = _before_round7() + cases.ROUND6_CASES + cases.ROUND7_CASES + cases.ROUND8_CASES
     shapes = {json.dumps(w["model"]["hf_config"], sort_keys=True) for w in earlier}
     for w in cases.ROUND9_CASES:
         assert w["task"] == "training"
@@ -332,8 +335,24 @@ def test_round10_runs_generate_and_train_once_per_family():
         assert (t["micro_batch_size"], t["sequence_length"]) == (micro_batch, seq)
         assert (t["optimizer"], t["optimizer_impl"], t["activation_checkpointing"]) == ("adamw", "foreach", "none")
     # no earlier case ran any of these model types
-    earlier = {_text(w["model"]["hf_config"])["model_type"] for w in cases.TUNING_CASES + cases.ROUND6_CASES}
+    before = _before_round7() + cases.ROUND6_CASES + cases.ROUND7_CASES + cases.ROUND8_CASES + cases.ROUND9_CASES
+    earlier = {_text(w["model"]["hf_config"])["model_type"] for w in before}
     assert not earlier & {_text(c)["model_type"] for c in cases.ROUND10_CONFIGS.values()} - {"mistral"}
+
+
+def test_round11_runs_round10s_configs_on_the_other_side_of_its_run_axes():
+    sessions, prompt, new = cases.ROUND11_GEN_SHAPE
+    micro_batch, seq = cases.ROUND11_TRAIN_SHAPE
+    assert (sessions, prompt, new) != cases.ROUND10_GEN_SHAPE and (micro_batch, seq) != cases.ROUND10_TRAIN_SHAPE
+    assert all(prompt % chunk and seq % chunk for chunk in (64, 128, 256))  # no chunked scan divides them
+    assert len(cases.ROUND11_CASES) == 2 * len(ROUND10_FAMILIES) == 52
+    for family, gen, trn in zip(ROUND10_FAMILIES, cases.ROUND11_CASES[::2], cases.ROUND11_CASES[1::2], strict=True):
+        assert gen["model"]["hf_config"] == trn["model"]["hf_config"] == cases.ROUND10_CONFIGS[family]
+        i, t = gen["inference"], trn["training"]
+        assert (i["concurrent_sessions"], i["max_input_tokens"], i["max_output_tokens"]) == (sessions, prompt, new)
+        assert gen["precision"]["compute"] == "bf16" and trn["precision"]["compute"] == "fp32"
+        assert (t["micro_batch_size"], t["sequence_length"]) == (micro_batch, seq)
+        assert (t["optimizer"], t["activation_checkpointing"]) == ("adamw", "full")
 
 
 def test_round10_measurements_are_of_the_run_not_the_initialisation():
