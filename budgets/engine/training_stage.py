@@ -19,7 +19,7 @@ from .components import training as tr
 from .components import workspace as ws
 from .components.weights import weight_bytes
 from .dtypes import nbytes
-from .models.parameters import idle_parameters
+from .models.parameters import idle_parameters, mixer_parameters
 from .models.spec import ModelSpec
 from .phases import StagePhases, activation_band, activation_shape, param_tensors
 from .schema import Workload
@@ -62,6 +62,7 @@ class _Activations:
     backward_end: float
     head_grad: float
     untied_embedding_grad: float  # not yet allocated at the first layer's backward
+    first_layer_mixer_grad: float  # the first layer's attention and norm gradients: written after its MLP's backward
     embedding_grad_extra: float  # a tied embedding's dense gradient (+ the sum with the head's)
 
 
@@ -110,7 +111,7 @@ def training_stage(
         "weights": weights,
         "optimizer_state": optimizer,
         "activations": band("backward_first_layer") + batch,
-        "gradients": Range.exact(states.grads.bytes - a.untied_embedding_grad),
+        "gradients": Range.exact(states.grads.bytes - a.untied_embedding_grad - a.first_layer_mixer_grad),
     }
     out.phases["backward_end"] = {
         "weights": weights,
@@ -416,6 +417,12 @@ def _activations(
     untied_emb_grad = (
         vocab_grad / states.grad_shards if (not spec.tie_word_embeddings and full and stage.holds_embedding) else 0
     )
+    # the first layer's backward peaks in its MLP's (or, eager, its attention's softmax) backward: its attention and
+    # norm weights have no gradient yet (their backward comes after), so they are not among the gradients then
+    first_mixer_grad = 0.0
+    if full and stage.layers:
+        tp = stage.tensor * states.grad_shards
+        first_mixer_grad = mixer_parameters(spec, stage.first_layer) * nbytes(states.grad_prec) / tp
     # end of backward (EmbeddingBackward0): all gradients over the gradient of the embedding output
     # alone (+ a tied embedding's dense gradient, which EmbeddingBackward0 computes from it)
     bwd_end_act = x.tokens * x.h * d if stage.holds_embedding else 0
@@ -435,6 +442,7 @@ def _activations(
         backward_end=bwd_end_act,
         head_grad=head_grad,
         untied_embedding_grad=untied_emb_grad,
+        first_layer_mixer_grad=first_mixer_grad,
         embedding_grad_extra=emb_grad_transient + tied_sum,
     )
 

@@ -24,12 +24,7 @@ from budgets.engine import Workload, estimate
 MAX_ERROR = 0.05  # |estimate − measured| / measured
 
 # out of range in `python -m benchmarks.accuracy` today; strict, so fixing one fails until it is removed here
-KNOWN_MISSES = {
-    "qwen3moe-mixed-train-sgd-bf16-sdpa-ckpt": (
-        "+1.59 %, low 161,133,209 > measured 160,521,352: the dense first layer (mlp_only_layers [0]) is "
-        "budgeted as MoE at the first-layer backward instant (benchmarks/accuracy/HOLDOUT.md, round 3)"
-    ),
-}
+KNOWN_MISSES: dict[str, str] = {}
 
 MEASURED = json.loads((Path(accuracy.__file__).parent / "results.json").read_text())["cases"]
 

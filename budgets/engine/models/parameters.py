@@ -5,6 +5,7 @@ tensors counted once; rotary `inv_freq`, causal-mask and `embed_scale` buffers a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -44,6 +45,15 @@ def idle_parameters(spec: ModelSpec, start: int, stop: int, with_towers: bool) -
             idle += (hi - lo) * run.params
         at += run.count
     return idle
+
+
+def mixer_parameters(spec: ModelSpec, layer: int) -> int:
+    """Parameters of layer `layer`'s token mixer and norms (its attention, latent or recurrent mixer; not its MLP)."""
+    return sum(
+        math.prod(g.shape) * g.per_layer
+        for g in weight_groups(spec)
+        if g.role in ("attention", "norm") and layer in g.layers
+    )
 
 
 @lru_cache(maxsize=1024)
