@@ -168,8 +168,8 @@ def _trainable(
         train_note = "all parameters trainable"
         if idle:
             train_note += (
-                f"; {idle:,} of them (vision/audio towers, cross-attention layers) unused by a text-only step:"
-                " no gradients or optimizer state for them"
+                f"; {idle:,} of them (vision/audio towers, cross-attention layers, a no-grad indexer) never get a"
+                " gradient in a text-only step: no gradients or optimizer state for them"
             )
     else:
         x0 = activation_shape(spec, stage, 1, 1, 1, d)

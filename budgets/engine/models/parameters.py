@@ -32,11 +32,11 @@ def _norm_params(spec: ModelSpec, size: int) -> int:
 
 
 def idle_parameters(spec: ModelSpec, start: int, stop: int, with_towers: bool) -> int:
-    """Parameters a text-only step never uses, so never gives a gradient: the vision/audio towers and their
-    projector (with `with_towers`, on the stage that holds them), and the cross-attention layers in [start, stop),
-    which `MllamaTextModel.forward` skips without image states (modeling_mllama.py). torch's optimizers skip a
-    parameter whose `.grad` is None (`if p.grad is not None` in every `_init_group`), so neither has optimizer
-    state either."""
+    """Parameters a text-only step never gives a gradient: the vision/audio towers and their projector (with
+    `with_towers`, on the stage that holds them), the cross-attention layers in [start, stop), which
+    `MllamaTextModel.forward` skips without image states (modeling_mllama.py), and V3.2's no-grad indexer. torch's
+    optimizers skip a parameter whose `.grad` is None (`if p.grad is not None` in every `_init_group`), so none of
+    them has optimizer state either."""
     idle = spec.tower_params if with_towers else 0
     at = 0
     for run in spec.layer_runs:
@@ -44,6 +44,11 @@ def idle_parameters(spec: ModelSpec, start: int, stop: int, with_towers: bool) -
         if hi > lo and run.mixer.kind == "cross":
             idle += (hi - lo) * run.params
         at += run.count
+    # DeepSeek-V3.2's lightning indexer runs under @torch.no_grad() (modeling_deepseek_v32.py DeepseekV32Indexer):
+    # its weights never get a gradient in transformers' training forward
+    for g in spec.weight_groups:
+        if ".indexer." in g.name:
+            idle += math.prod(g.shape) * g.per_layer * sum(1 for layer in g.layers if start <= layer < stop)
     return idle
 
 
