@@ -10,6 +10,7 @@ random masks. See README.md for the exact semantics of a run.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 from budgets.engine import SUPPORTED_MODEL_TYPES
 
@@ -2608,16 +2609,24 @@ ROUND10_NOT_BUILT: dict[str, str] = {
 
 
 def family_round(
-    tag: str, gen_shape: tuple[int, int, int], train_shape: tuple[int, int], train_precision: str, ckpt: str
+    tag: str,
+    gen_shape: tuple[int, int, int],
+    train_shape: tuple[int, int],
+    train_precision: str,
+    ckpt: str,
+    optimizer: str = "adamw",
+    eager: Callable[[int, str], bool] = lambda index, task: False,
 ) -> list[dict]:
-    """Two runs per family of ROUND10_CONFIGS: generate (bf16, dynamic cache) and train (AdamW, foreach stated, so
-    that torch's device default cannot change the run)."""
+    """Two runs per family of ROUND10_CONFIGS: generate (bf16, dynamic cache) and train (the optimizer's foreach
+    implementation stated, so that torch's device default cannot change the run). `eager(family index, task)`: the
+    runs given eager attention besides the families without SDPA."""
     out = []
     sessions, prompt, new = gen_shape
     micro_batch, seq = train_shape
-    for family, cfg in ROUND10_CONFIGS.items():
+    for index, (family, cfg) in enumerate(ROUND10_CONFIGS.items()):
         name = family.replace("_", "")
-        attention = "eager" if family in ROUND10_NO_SDPA else "sdpa"
+        no_sdpa = family in ROUND10_NO_SDPA
+        attention = "eager" if no_sdpa or eager(index, "gen") else "sdpa"
         out.append(
             infer(
                 f"{tag}-{name}-gen-dynamic-bf16-{attention}-b{sessions}",
@@ -2631,14 +2640,16 @@ def family_round(
             )
         )
         checkpointing = "-ckpt" if ckpt == "full" else ""
+        attention = "eager" if no_sdpa or eager(index, "train") else "sdpa"
         out.append(
             train(
-                f"{tag}-{name}-train-adamw{checkpointing}-{train_precision}-{attention}-b{micro_batch}",
+                f"{tag}-{name}-train-{optimizer.replace('_', '')}{checkpointing}-{train_precision}-{attention}"
+                f"-b{micro_batch}",
                 cfg,
                 precision=train_precision,
                 micro_batch=micro_batch,
                 seq=seq,
-                optimizer="adamw",
+                optimizer=optimizer,
                 ckpt=ckpt,
                 attention=attention,
                 optimizer_impl="foreach",
@@ -2664,6 +2675,27 @@ def round11_cases() -> list[dict]:
     return family_round("r11", ROUND11_GEN_SHAPE, ROUND11_TRAIN_SHAPE, "fp32", "full")
 
 
+# Round 12: the round-10 configs on a third side of the run axes: generate 2 sessions of a 200-token prompt + 5 new
+# tokens (bf16, dynamic cache), train bf16 with SGD and momentum, no checkpointing, 3 × 136 tokens (no chunk divides
+# 200 or 136); eager attention for the families at even positions of ROUND10_CONFIGS when generating and at odd
+# positions when training (SDPA for the others), so every family runs each attention once. Written after the tuning
+# on round 11, measured before any comparison; compared once (HOLDOUT.md, "Round 12"), not tuned on.
+ROUND12_GEN_SHAPE = (2, 200, 5)
+ROUND12_TRAIN_SHAPE = (3, 136)
+
+
+def round12_cases() -> list[dict]:
+    return family_round(
+        "r12",
+        ROUND12_GEN_SHAPE,
+        ROUND12_TRAIN_SHAPE,
+        "bf16",
+        "none",
+        optimizer="sgd_momentum",
+        eager=lambda index, task: index % 2 == (0 if task == "gen" else 1),
+    )
+
+
 # Rounds 4, 5 and 8: each written as a hold-out, compared once (HOLDOUT.md: round 4 at engine 95b2199, round 5
 # at 190bec8, round 8 at b6cb233), then tuned on, so they are tuning rounds now. Rounds 6, 7, 9 and 10 are the
 # hold-out: compared once each (round 6 at engine ab06324, round 7 at the engine of 2026-12-01, round 9 after
@@ -2676,7 +2708,8 @@ ROUND8_CASES: list[dict] = round8_cases()
 ROUND9_CASES: list[dict] = round9_cases()
 ROUND10_CASES: list[dict] = round10_cases()
 ROUND11_CASES: list[dict] = round11_cases()
-HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND9_CASES + ROUND11_CASES
+ROUND12_CASES: list[dict] = round12_cases()
+HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND9_CASES + ROUND12_CASES
 
 # the 17 first cases + the round-1 to round-5 and round-8 hold-outs, each tuned on (or moved up) after its first
 # comparison
@@ -2690,6 +2723,7 @@ TUNING_CASES: list[dict] = (
     + ROUND7_CASES
     + ROUND8_CASES
     + ROUND10_CASES
+    + ROUND11_CASES
 )
 CASES = TUNING_CASES + HOLDOUT_CASES
 HOLDOUT_IDS: frozenset[str] = frozenset(c["name"] for c in HOLDOUT_CASES)

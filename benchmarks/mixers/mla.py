@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from budgets.engine.components import mla
@@ -113,24 +113,6 @@ SHAPES: list[Shape] = [
         topk=40,
     ),
     Shape(
-        "v32-fp32-train",
-        True,
-        2,
-        160,
-        h=192,
-        heads=3,
-        q_rank=48,
-        latent=48,
-        nope=32,
-        rope=16,
-        v=32,
-        dtype="fp32",
-        index_heads=2,
-        index_dim=32,
-        topk=40,
-        train=True,
-    ),
-    Shape(
         "v32-topk-all",
         True,
         1,
@@ -147,6 +129,11 @@ SHAPES: list[Shape] = [
         topk=64,
     ),
 ]
+# the V3.2 fp32 shape trained as well
+SHAPES.insert(
+    next(i for i, shape in enumerate(SHAPES) if shape.name == "v32-fp32") + 1,
+    replace(next(shape for shape in SHAPES if shape.name == "v32-fp32"), name="v32-fp32-train", train=True),
+)
 
 
 def build(shape: Shape):

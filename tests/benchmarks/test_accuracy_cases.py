@@ -30,17 +30,19 @@ def test_holdout_and_tuning_sets_are_disjoint_and_cover_cases():
     round7 = _names(cases.ROUND7_CASES)
     round8 = _names(cases.ROUND8_CASES)
     round10 = _names(cases.ROUND10_CASES)
+    round11 = _names(cases.ROUND11_CASES)
     tuning = _names(cases.TUNING_CASES)
     holdout = _names(cases.HOLDOUT_CASES)
     # tuning set = the 17 original cases + the round-1 to round-5, 7, 8 and 10 hold-outs (each moved up after its
     # first comparison in HOLDOUT.md), in that order; round 8: the optimizer's device default, config dropouts
-    sizes = (len(round1), len(round2), len(round3), len(round4), len(round5), len(round7), len(round8), len(round10))
-    assert sizes == (11, 11, 12, 126, 126, 56, 11, 52)
-    assert tuning == original + round1 + round2 + round3 + round4 + round5 + round7 + round8 + round10
-    assert len(set(tuning)) == 422
+    sizes = (len(round1), len(round2), len(round3), len(round4), len(round5), len(round7), len(round8))
+    assert (*sizes, len(round10), len(round11)) == (11, 11, 12, 126, 126, 56, 11, 52, 52)
+    earlier = original + round1 + round2 + round3 + round4 + round5 + round7 + round8
+    assert tuning == earlier + round10 + round11
+    assert len(set(tuning)) == 474
     # hold-out: round 6, one run per path per model type on new configs, none shared with tuning; round 9: round
-    # 8's mechanisms on new models and paths; round 11: round 10's families on the other side of its run axes
-    assert holdout == _names(cases.round6_cases()) + _names(cases.round9_cases()) + _names(cases.round11_cases())
+    # 8's mechanisms on new models and paths; round 12: round 10's families on a third side of its run axes
+    assert holdout == _names(cases.round6_cases()) + _names(cases.round9_cases()) + _names(cases.round12_cases())
     assert len(set(holdout)) == len(holdout) == 56 + 10 + 52
     assert not set(tuning) & set(holdout)
     assert _names(cases.CASES) == tuning + holdout
@@ -184,11 +186,11 @@ def test_report_shows_each_set_and_overall():
     from benchmarks.accuracy.__main__ import load_results, report
 
     text, _ = report(load_results())
-    assert "### Tuning set (422 cases" in text
+    assert "### Tuning set (474 cases" in text
     assert "### Round-6 hold-out (" in text
     assert "Round-6 hold-out: median |error|" in text
     assert "### Round-9 hold-out (10 cases" in text
-    assert "### Round-11 hold-out (52 cases" in text
+    assert "### Round-12 hold-out (52 cases" in text
     assert "- All cases: median |error|" in text
 
 
@@ -353,6 +355,18 @@ def test_round11_runs_round10s_configs_on_the_other_side_of_its_run_axes():
         assert gen["precision"]["compute"] == "bf16" and trn["precision"]["compute"] == "fp32"
         assert (t["micro_batch_size"], t["sequence_length"]) == (micro_batch, seq)
         assert (t["optimizer"], t["activation_checkpointing"]) == ("adamw", "full")
+
+
+def test_round12_gives_every_family_eager_and_sdpa_once_on_a_third_side_of_the_run_axes():
+    assert len(cases.ROUND12_CASES) == 52
+    shapes = {cases.ROUND10_GEN_SHAPE, cases.ROUND11_GEN_SHAPE, cases.ROUND12_GEN_SHAPE}
+    assert len(shapes) == 3 and all(cases.ROUND12_GEN_SHAPE[1] % chunk for chunk in (64, 128, 256))
+    assert all(cases.ROUND12_TRAIN_SHAPE[1] % chunk for chunk in (64, 128, 256))
+    for family, gen, trn in zip(ROUND10_FAMILIES, cases.ROUND12_CASES[::2], cases.ROUND12_CASES[1::2], strict=True):
+        assert gen["model"]["hf_config"] == trn["model"]["hf_config"] == cases.ROUND10_CONFIGS[family]
+        attentions = {gen["runtime"]["attention"], trn["runtime"]["attention"]}
+        assert attentions == ({"eager"} if family in cases.ROUND10_NO_SDPA else {"eager", "sdpa"}), family
+        assert trn["training"]["optimizer"] == "sgd_momentum" and trn["precision"]["compute"] == "bf16"
 
 
 def test_round10_measurements_are_of_the_run_not_the_initialisation():
