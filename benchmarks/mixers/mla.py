@@ -3,6 +3,7 @@ indexer) on the CPU under the profiler replay, and compare with `budgets/engine/
 
     python -m benchmarks.mixers.mla            # every shape: measured vs formula, error
     python -m benchmarks.mixers.mla --raw      # the measured figures only (what tests/engine/test_mla.py records)
+    python -m benchmarks.mixers.mla --shape r12-v3-eager   # one shape (the *-eager shapes run eager attention)
 
 One profiler session per shape, started before the module is built (so every free inside a window has a known size).
 Quantities (bytes):
@@ -48,6 +49,7 @@ class Shape:
     index_dim: int = 0
     topk: int = 64
     train: bool = False
+    attention: str = "sdpa"  # or "eager" (`eager_attention_forward`)
 
     def mixer(self) -> Mixer:
         return Mixer(
@@ -129,6 +131,20 @@ SHAPES: list[Shape] = [
         topk=64,
     ),
 ]
+# eager attention (`eager_attention_forward`): the round-12 cases (2 × 200 prompt tokens, bf16; deepseek_v3 and
+# glm4_moe_lite, whose qk head 48 + 16 equals its v head), fp32 and other shapes, inference and training
+R12_GLM = dict(h=256, heads=4, q_rank=128, latent=64, nope=48, rope=16, v=64)
+NOQ_FP32 = dict(h=192, heads=6, q_rank=0, latent=96, nope=32, rope=16, v=32, dtype="fp32")
+WIDE = dict(h=320, heads=8, q_rank=48, latent=80, nope=48, rope=16, v=32)
+SHAPES += [
+    Shape("r12-v3-eager", False, 2, 200, **R10, attention="eager"),
+    Shape("r12-glm-eager", False, 2, 200, **R12_GLM, attention="eager"),
+    Shape("v3-noqlora-fp32-eager", False, 2, 128, **NOQ_FP32, attention="eager"),
+    Shape("v3-wide-bf16-eager", False, 3, 96, **WIDE, attention="eager"),
+    Shape("r10-v3-train-eager", False, 2, 256, **R10, train=True, attention="eager"),
+    Shape("v3-noqlora-fp32-train-eager", False, 2, 128, **NOQ_FP32, train=True, attention="eager"),
+    Shape("r12-glm-train-eager", False, 3, 136, **R12_GLM, train=True, attention="eager"),
+]
 # the V3.2 fp32 shape trained as well
 SHAPES.insert(
     next(i for i, shape in enumerate(SHAPES) if shape.name == "v32-fp32") + 1,
@@ -183,7 +199,7 @@ def build(shape: Shape):
     else:
         cfg = DeepseekV3Config(**fields)
         attn_cls, rot_cls = DeepseekV3Attention, DeepseekV3RotaryEmbedding
-    cfg._attn_implementation = "sdpa"
+    cfg._attn_implementation = shape.attention
     dtype = torch.bfloat16 if shape.dtype == "bf16" else torch.float32
     attn = attn_cls(cfg, 0).to(dtype)
     if shape.v32:  # PreTrainedModel keeps `indexer.weights_proj` in fp32 (_keep_in_fp32_modules)
@@ -313,15 +329,16 @@ def measure(shape: Shape) -> dict[str, float]:
 
 def formulas(shape: Shape) -> dict[str, float]:
     m, d, b, s, h = shape.mixer(), shape.d, shape.b, shape.s, shape.h
+    att = shape.attention
     if shape.train:
         return {
-            "saved": mla.saved(m, b, s, h, d, topk=shape.topk),
-            "saved_peak": mla.train_forward_transient(m, b, s, h, d, topk=shape.topk),
+            "saved": mla.saved(m, b, s, h, d, topk=shape.topk, attention=att),
+            "saved_peak": mla.train_forward_transient(m, b, s, h, d, topk=shape.topk, attention=att),
         }
     per_token = m.kv_elements_per_token() * d
     return {
-        "prefill": mla.forward_transient(m, b, s, s, h, d, topk=shape.topk),
-        "decode": mla.forward_transient(m, b, 1, s + 1, h, d, topk=shape.topk),
+        "prefill": mla.forward_transient(m, b, s, s, h, d, topk=shape.topk, attention=att),
+        "decode": mla.forward_transient(m, b, 1, s + 1, h, d, topk=shape.topk, attention=att),
         "prefill_cache": b * s * per_token,
         "decode_cache": b * (s + 1) * per_token,
     }

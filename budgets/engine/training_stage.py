@@ -396,7 +396,7 @@ def _activations(
 
     # a layer whose forward peaks beyond what it keeps (V3.2's no-grad indexer): over every layer's saved tensors
     fwd_extra = act.layers_max(
-        spec, x, attention, first, last, lambda view, vx, _: act.training_forward_extra(view, vx)
+        spec, x, attention, first, last, lambda view, vx, _: act.training_forward_extra(view, vx, attention)
     )
     fwd_act = saved_layers + embed_out + model_level + max(final_norm + loss_forward, fwd_extra)
     bwd_start_act = saved_layers + kept_model_level + final_norm + max(loss_fwd, loss_keep + recompute + bwd_transient)

@@ -83,3 +83,53 @@ def test_math_path_rules():
     assert mla.forward_transient(R10_V32, 4, 1024, 1024, 256, 2, topk=64) > 10 * mla.forward_transient(
         R10_V32, 4, 256, 256, 256, 2, topk=64
     )
+
+
+# eager attention (`eager_attention_forward`), measured by `python -m benchmarks.mixers.mla --raw --shape r12-v3-eager
+# --shape r12-glm-eager --shape v3-noqlora-fp32-eager --shape v3-wide-bf16-eager --shape r10-v3-train-eager --shape
+# v3-noqlora-fp32-train-eager --shape r12-glm-train-eager` (`python -m benchmarks.mixers.mla --shape ...` for the
+# comparison). bf16 decode adds oneDNN's bf16 bmm scratch of the probabilities @ v matmul (freed inside the bmm, read
+# off the profiler events: 69,248 B at b × heads × k × v = 2 × 4 × 201 × 64, 40,576 at 3 × 8 × 97 × 32), which the
+# module leaves out with the other mkldnn scratch: recorded here as measured − scratch.
+R12_GLM = _mixer(4, 128, 64, 48, 16, 64)  # glm4_moe_lite: qk 48 + 16 = v 64 (SDPA would run the CPU flash kernel)
+# (mixer, b, s, h, d, prefill, decode, decode scratch) measured
+EAGER_INFERENCE = [
+    (R10, 2, 200, 256, 2, 4_710_400, 1_003_664, 69_248),
+    (R12_GLM, 2, 200, 256, 2, 4_288_000, 847_952, 69_248),
+    (NOQ, 2, 128, 192, 4, 3_063_820, 905_648, 0),
+    (WIDE, 3, 96, 320, 2, 3_594_240, 873_712, 40_576),
+]
+# (mixer, b, s, h, d, saved, forward peak) measured
+EAGER_TRAINING = [
+    (R10, 2, 256, 256, 2, 4_984_840, 7_737_352),
+    (NOQ, 2, 128, 192, 4, 2_081_800, 3_277_836),
+    (R12_GLM, 3, 136, 256, 2, 2_797_256, 3_972_296),
+]
+
+
+@pytest.mark.parametrize(("m", "b", "s", "h", "d", "prefill", "decode", "scratch"), EAGER_INFERENCE)
+def test_eager_forward_transient_matches_measurement(m, b, s, h, d, prefill, decode, scratch):
+    assert mla.forward_transient(m, b, s, s, h, d, attention="eager") == pytest.approx(prefill, rel=1e-3)
+    assert mla.forward_transient(m, b, 1, s + 1, h, d, attention="eager") == pytest.approx(decode - scratch, rel=1e-3)
+
+
+@pytest.mark.parametrize(("m", "b", "s", "h", "d", "saved", "peak"), EAGER_TRAINING)
+def test_eager_training_matches_measurement(m, b, s, h, d, saved, peak):
+    assert mla.saved(m, b, s, h, d, attention="eager") == pytest.approx(saved, rel=1e-3)
+    assert mla.train_forward_transient(m, b, s, h, d, attention="eager") == pytest.approx(peak, rel=1e-3)
+
+
+def test_eager_closed_form_and_sdpa_difference():
+    # bf16 eager keeps query, key, v copy, bf16 probabilities and the fp32 softmax instead of SDPA's fp32 qs, ks,
+    # softmax and v: equal exactly at s = 2 qk + v (256 for R10), less below
+    b, s, d, n = 3, 136, 2, 3 * 136
+    norms = 2 * (n * (4 + 2 * d) * 64 + 4 * n) + n * 4 * 64 * d
+    eager = norms + b * 4 * s * ((2 * 96 + 64) * d + 4 * s + s * d)
+    assert mla.saved(R10, b, s, 256, d, attention="eager") == eager
+    assert mla.saved(R10, 2, 256, 256, d, attention="eager") == mla.saved(R10, 2, 256, 256, d)
+    assert mla.saved(R10, b, s, 256, d, attention="eager") < mla.saved(R10, b, s, 256, d)
+    # eager runs the same on equal head sizes (no fused kernel to fall back on)
+    assert not mla.math_path(R12_GLM)
+    assert mla.forward_transient(R12_GLM, 2, 200, 200, 256, 2, attention="eager") > 2 * mla.forward_transient(
+        R12_GLM, 2, 200, 200, 256, 2
+    )

@@ -133,6 +133,12 @@ def _moe_forward_transient(spec: ModelSpec, x: Shape) -> float:
     # CPU, int32 on CUDA: 4 B either way); inv_perm (int64) only from the un-permute on
     routing = tok * spec.num_experts * x.d + tok * k * (w + 8) + rows * (8 + 8 + w + 4)
     grouped = rows * max((x.h + 4 * e_int) * x.d, x.h * (2 * x.d + 2 * weighted) + 8)
+    if spec.moe_clamped_gate:
+        # gpt-oss (integrations/moe.py:480, :508 bias gathers `gate_up_proj_bias[expert_ids_g]`; modeling_gpt_oss.py
+        # `_apply_gate`): at `(up + 1) * glu` the gathered input (h), the gate_up bias rows and output (2I each), the
+        # clamped gate and up, glu, up + 1 and the product (I each); at the down projection its bias rows and output
+        # (h each) beside the gated rows (I) and the gathered input
+        grouped = rows * max((x.h + 9 * e_int) * x.d, (3 * x.h + e_int) * x.d, x.h * (2 * x.d + 2 * weighted) + 8)
     if not spec.shared_expert_intermediate_size:
         return routing + grouped
     # Qwen2MoeSparseMoeBlock: the shared expert runs first; its output (tok·h) is held during the experts
@@ -321,7 +327,7 @@ def inference_forward_transient(
     hidden = tok * x.h * x.d
     # eager attention returns its probabilities; the decoder layer keeps them (`hidden, _ = attn(...)`)
     # until the layer returns, so they are still alive during the MLP
-    kept_probs = attention_scores_bytes(x, x.d) if attention == "eager" and kind in ATTENTION_KINDS else 0
+    kept_probs = attention_scores_bytes(x, x.d) if attention == "eager" and kind in ATTENTION_KINDS | {"mla"} else 0
     mlp_hidden = 4 * hidden  # embeds, layer input, residual, normed input
     if spec.mlp_input_freed:
         mlp_hidden -= hidden
@@ -339,7 +345,7 @@ def _mixer_forward_transient(spec: ModelSpec, x: Shape, attention: str, gqa_copi
     """The token mixer's transient: the attention operators, or a recurrent or latent mixer's own (`mixers`)."""
     mixer, side = spec.runs[0].mixer, spec.runs[0].side
     if len(spec.layer_runs) == 1 and mixer.kind in mixers.MODELLED:
-        main = mixers.forward_transient(mixers.on_device(mixer, x.tensor), x.b, x.s, x.k, x.h, x.d, x.cuda)
+        main = mixers.forward_transient(mixers.on_device(mixer, x.tensor), x.b, x.s, x.k, x.h, x.d, x.cuda, attention)
     else:
         main = _attention_forward_transient(spec, x, attention, gqa_copies, mask_copy)
     if side is None or len(spec.layer_runs) != 1:
@@ -351,12 +357,12 @@ def _mixer_forward_transient(spec: ModelSpec, x: Shape, attention: str, gqa_copi
     return max(first, main + 2 * x.tokens * x.h * x.d)
 
 
-def training_forward_extra(spec: ModelSpec, x: Shape) -> float:
+def training_forward_extra(spec: ModelSpec, x: Shape, attention: str = "sdpa") -> float:
     """A layer's training-forward peak beyond what it keeps, where a mixer module models one (`mixers`): the mixer's
     peak over its saved tensors, less the layer's MLP block, which has saved nothing yet at that instant."""
     mixer = spec.runs[0].mixer
     if len(spec.layer_runs) == 1 and mixer.kind in mixers.MODELLED:
-        extra = mixers.forward_extra(mixers.on_device(mixer, x.tensor), x.b, x.s, x.h, x.d, x.cuda)
+        extra = mixers.forward_extra(mixers.on_device(mixer, x.tensor), x.b, x.s, x.h, x.d, x.cuda, attention)
         return max(0.0, extra - mlp_block_saved(spec, x)) if extra else 0.0
     return 0.0
 
@@ -492,7 +498,7 @@ def _attention_saved(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool
             replace(spec, layer_runs=(replace(spec.runs[0], side=None),)), x, attention, gqa_copies, norm_weights
         )
     if len(spec.layer_runs) == 1 and mixer.kind in mixers.MODELLED:
-        return mixers.saved(mixers.on_device(mixer, x.tensor), x.b, x.s, x.h, x.d, x.cuda)
+        return mixers.saved(mixers.on_device(mixer, x.tensor), x.b, x.s, x.h, x.d, x.cuda, attention)
     tok = x.tokens
     qk_norm = 0.0
     if spec.qk_norm:

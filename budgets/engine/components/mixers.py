@@ -37,11 +37,14 @@ def _topk(mixer: Mixer) -> int:
     return mixer.index_topk or 2048
 
 
-def forward_transient(mixer: Mixer, b: int, s: int, k: int, h: int, d: float, cuda: bool) -> float:
+def forward_transient(
+    mixer: Mixer, b: int, s: int, k: int, h: int, d: float, cuda: bool, attention: str = "sdpa"
+) -> float:
     """Inference: the peak above the mixer's entry, as generate calls it (prefill s = k; decode s = 1). The
-    recurrent states a prefill writes are the KV component's, not counted here."""
+    recurrent states a prefill writes are the KV component's, not counted here. `attention` (the attention
+    implementation) matters to MLA only: eager or SDPA."""
     if mixer.kind == "mla":
-        return mla.forward_transient(mixer, b, s, k, h, int(d), _topk(mixer), cuda)
+        return mla.forward_transient(mixer, b, s, k, h, int(d), _topk(mixer), cuda, attention=attention)
     if mixer.kind == "mamba":
         if s == 1 and k > 1:
             return ssm.decode_transient(mixer, b, h, d, mixer.gated_norm, mixer.multipliers)
@@ -54,11 +57,11 @@ def forward_transient(mixer: Mixer, b: int, s: int, k: int, h: int, d: float, cu
     raise ValueError(f"no mixer model for {mixer.kind}")
 
 
-def saved(mixer: Mixer, b: int, s: int, h: int, d: float, cuda: bool) -> float:
+def saved(mixer: Mixer, b: int, s: int, h: int, d: float, cuda: bool, attention: str = "sdpa") -> float:
     """Training: what the mixer's forward keeps for backward (its input excluded)."""
     if mixer.kind == "mla":
-        if mla.math_path(mixer, cuda):
-            return mla.saved(mixer, b, s, h, int(d), _topk(mixer), cuda)
+        if attention == "eager" or mla.math_path(mixer, cuda):
+            return mla.saved(mixer, b, s, h, int(d), _topk(mixer), cuda, attention=attention)
         return _mla_fused_saved(mixer, b, s, d)
     if mixer.kind == "mamba":
         return ssm.saved(mixer, b, s, h, d, mixer.gated_norm, mixer.multipliers)
@@ -77,16 +80,16 @@ def backward_transient(mixer: Mixer, b: int, s: int, h: int, d: float, cuda: boo
     return 0.0
 
 
-def forward_extra(mixer: Mixer, b: int, s: int, h: int, d: float, cuda: bool) -> float:
+def forward_extra(mixer: Mixer, b: int, s: int, h: int, d: float, cuda: bool, attention: str = "sdpa") -> float:
     """Training: the mixer forward's peak beyond what it keeps (V3.2's no-grad indexer broadcast, say)."""
     if mixer.kind in ("mamba", "linear"):
         return 0.0  # its forward peak is within what it keeps plus the scan's transients, below the layer's saved
     if mixer.kind == "mla":
-        if not mla.math_path(mixer, cuda):
+        if attention != "eager" and not mla.math_path(mixer, cuda):
             return 0.0
         topk = _topk(mixer)
-        return mla.train_forward_transient(mixer, b, s, h, int(d), topk, cuda) - mla.saved(
-            mixer, b, s, h, int(d), topk, cuda
+        return mla.train_forward_transient(mixer, b, s, h, int(d), topk, cuda, attention) - mla.saved(
+            mixer, b, s, h, int(d), topk, cuda, attention
         )
     raise ValueError(f"no mixer model for {mixer.kind}")
 

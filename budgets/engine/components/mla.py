@@ -1,5 +1,5 @@
-"""DeepSeek multi-head latent attention (MLA) as transformers 5.24 runs it on the CPU with SDPA (torch 2.13): the
-activation bytes of one attention call, and what its DynamicCache holds.
+"""DeepSeek multi-head latent attention (MLA) as transformers 5.24 runs it on the CPU with SDPA or eager attention
+(torch 2.13): the activation bytes of one attention call, and what its DynamicCache holds.
 
 Sources (transformers 5.24.0, torch 2.13.0):
 - `DeepseekV3Attention.forward` (transformers/models/deepseek_v3/modeling_deepseek_v3.py:427-483, `expand_kv`
@@ -15,6 +15,10 @@ Sources (transformers 5.24.0, torch 2.13.0):
   causal mask itself when `is_causal` (bool L × S → fp32 additive), materialises fp32 scores and `_safe_softmax`
   (softmax, an isneginf bool map, a per-row bool), casts the probabilities back (`attn.to(origin_dtype)`, the second
   output, dropped), copies v contiguous for the matmul and casts the fp32 output back.
+- Eager: `eager_attention_forward` (modeling_deepseek_v3.py:237-259; GLM-4.7-Flash's Glm4MoeLiteAttention,
+  modeling_glm4_moe_lite.py:110-132 and :222-350, is the same code): compute-dtype scores, `* scaling`,
+  `+ attention_mask`, softmax in fp32 (on the CPU a converted fp32 copy, then `_softmax`) cast back, a contiguous
+  copy of the strided v for the second matmul; the call returns the probabilities, which stay alive through o_proj.
 - Only the flash-attention-2 integration pads v to the qk head size (integrations/flash_attention.py:63-65, and
   crops after); SDPA and eager do not.
 - Cache: `cache.update(kv_nope, k_rot)` runs on the compressed latent (modeling_deepseek_v3.py:458-460): DynamicLayer
@@ -214,6 +218,40 @@ def _sdpa_math(t: _Trace, m: Mixer, b: int, s: int, k: int, d: int, mask: str) -
         t.free(name)
 
 
+def _eager(t: _Trace, m: Mixer, b: int, s: int, k: int, d: int) -> None:
+    """transformers' `eager_attention_forward` (modeling_deepseek_v3.py:237-259, the same in
+    modeling_glm4_moe_lite.py:110-132); leaves "attn_out" ([b, s, heads, v], compute dtype) and the probabilities
+    "eager.probs" it returns (the forward and the decoder layer hold them: `attn_output, attn_weights = ...`,
+    `hidden_states, _ = self.self_attn(...)`). `repeat_kv` is a no-op: MLA builds k and v per query head
+    (`expand_kv`, num_key_value_groups = 1). The mask is always a materialised additive one under eager (built by
+    `create_causal_mask` outside the call, not counted here)."""
+    hq, v = m.heads, m.value_dim
+    up = d != FP32
+    sc = b * hq * s * k
+    t.alloc("eager.qk", sc * d)  # matmul(query, key_states.transpose(2, 3)): bmm on views, no copy
+    t.alloc("eager.scaled", sc * d)  # * scaling
+    t.free("eager.qk")
+    t.alloc("eager.masked", sc * d)  # + attention_mask
+    t.free("eager.scaled")
+    # softmax(..., dtype=torch.float32): on the CPU `input.toType(float)` (a copy unless fp32), then _softmax
+    t.alloc("eager.scores32", sc * FP32 if up else 0)
+    t.alloc("eager.softmax", sc * FP32)
+    t.free("eager.scores32")
+    if up:
+        t.alloc("eager.probs", sc * d)  # .to(query.dtype); the fp32 softmax and the masked scores then go
+        t.free("eager.softmax")
+    else:  # fp32: .to is a no-op, the probabilities are the softmax output
+        t.live["eager.probs"] = t.live.pop("eager.softmax")
+    t.free("eager.masked")
+    # dropout (p = 0.0) returns its input; matmul(attn_weights, value_states): v is a strided slice of kv_b whose
+    # (b, heads) do not fold into one batch dimension, so matmul copies it contiguous
+    t.alloc("eager.v", b * hq * k * v * d)
+    t.alloc("eager.out", b * hq * s * v * d)
+    t.free("eager.v")
+    t.alloc("attn_out", b * s * hq * v * d)  # transpose(1, 2).contiguous()
+    t.free("eager.out")
+
+
 def _fused(t: _Trace, m: Mixer, b: int, s: int, d: int) -> None:
     """A fused SDPA kernel (CPU flash with equal head sizes; CUDA memory-efficient): the output and an fp32
     logsumexp, no score matrix."""
@@ -222,14 +260,20 @@ def _fused(t: _Trace, m: Mixer, b: int, s: int, d: int) -> None:
     t.free("sdpa.lse")
 
 
-def _saved_names(m: Mixer, d: int) -> frozenset[str]:
+def _saved_names(m: Mixer, d: int, attention: str = "sdpa") -> frozenset[str]:
     """What autograd keeps from the forward (training): per RMSNorm the fp32 input of pow/mul (bf16: the upcast
     copy; fp32: the norm's input itself, for kv_a_layernorm the whole kv_a_proj output it is a slice of), rsqrt, the
     operand of `weight *` (bf16: the down-cast; fp32: the product) and the normed output (the next linear's input);
     the math SDPA's scaled q and k, fp32 probabilities and contiguous fp32 v (the two matmuls); o_proj's input. The
-    rope products save only the non-grad cos/sin, the cat/split/copy_ nothing; the indexer runs under no_grad."""
+    rope products save only the non-grad cos/sin, the cat/split/copy_ nothing; the indexer runs under no_grad.
+    Eager: the two matmuls keep query, key (the transpose is a view), the compute-dtype probabilities and the
+    contiguous v copy; the softmax its fp32 output (the cast and `* scaling` / `+ mask` nothing)."""
     fp32 = d == FP32
-    names = {"kvn.rsqrt", "kv_nope", "sdpa.qs", "sdpa.ks", "sdpa.softmax", "sdpa.v_contig", "attn_out"}
+    names = {"kvn.rsqrt", "kv_nope", "attn_out"}
+    if attention == "eager":
+        names |= {"query", "key", "eager.softmax", "eager.probs", "eager.v"}
+    else:
+        names |= {"sdpa.qs", "sdpa.ks", "sdpa.softmax", "sdpa.v_contig"}
     names |= {"ckv", "kvn.mul"} if fp32 else {"kvn.up", "kvn.down"}
     if m.q_rank:
         names |= {"qn.rsqrt", "q_resid"} | ({"q_a", "qn.mul"} if fp32 else {"qn.up", "qn.down"})
@@ -237,9 +281,19 @@ def _saved_names(m: Mixer, d: int) -> frozenset[str]:
 
 
 def _forward(
-    m: Mixer, b: int, s: int, k: int, h: int, d: int, topk: int, cuda: bool, cache: bool, train: bool = False
+    m: Mixer,
+    b: int,
+    s: int,
+    k: int,
+    h: int,
+    d: int,
+    topk: int,
+    cuda: bool,
+    cache: bool,
+    train: bool = False,
+    attention: str = "sdpa",
 ) -> tuple[_Trace, float]:
-    t = _Trace(_saved_names(m, d) if train else frozenset())
+    t = _Trace(_saved_names(m, d, attention) if train else frozenset())
     n, hq, qk, lat, r = b * s, m.heads, m.head_dim, m.latent_dim, m.rope_dim
     nope, v = qk - r, m.value_dim
     v32 = m.index_dim > 0
@@ -278,46 +332,62 @@ def _forward(
         mask = "bool"
     elif s > 1:
         mask = "causal"  # no padding: create_causal_mask returns None, SDPA gets is_causal=True
-    if math_path(m, cuda):
-        _sdpa_math(t, m, b, s, k, d, mask)
+    if attention == "eager":
+        _eager(t, m, b, s, k, d)
     else:
-        _fused(t, m, b, s, d)
-    t.alloc("attn_out", n * hq * v * d)  # sdpa_attention_forward: transpose(1, 2).contiguous()
-    t.free("sdpa.out")
-    t.alloc("out", n * h * d)  # o_proj
+        if math_path(m, cuda):
+            _sdpa_math(t, m, b, s, k, d, mask)
+        else:
+            _fused(t, m, b, s, d)
+        t.alloc("attn_out", n * hq * v * d)  # sdpa_attention_forward: transpose(1, 2).contiguous()
+        t.free("sdpa.out")
+    t.alloc("out", n * h * d)  # o_proj (under eager beside the probabilities the call returns)
     growth = b * s * (lat + r + m.index_dim) * d if cache else 0.0
     return t, growth
 
 
 def forward_transient(
-    mixer: Mixer, b: int, s: int, k: int, h: int, d: int, topk: int = 2048, cuda: bool = False, cache: bool = True
+    mixer: Mixer,
+    b: int,
+    s: int,
+    k: int,
+    h: int,
+    d: int,
+    topk: int = 2048,
+    cuda: bool = False,
+    cache: bool = True,
+    attention: str = "sdpa",
 ) -> float:
     """Inference (no_grad, eval), one attention call as generate makes it with its DynamicCache: the peak bytes above
     the live bytes at entry, the cache growth excluded (the engine counts the cache: b × k ×
     `Mixer.kv_elements_per_token()` × d after the call: the latent, the roped key and V3.2's indexer key,
     the same elements as vLLM's MLA spec). Prefill: s = k = prompt; decode: s = 1, k = cache
     length after the update. `topk`: V3.2's index_topk. The o_proj output (b × s × h × d) is part of it when the
-    peak falls after it (decode only, if ever)."""
-    t, growth = _forward(mixer, b, s, k, h, d, topk, cuda, cache)
+    peak falls after it (decode only, if ever). `attention`: "sdpa" (the math path or a fused kernel, `math_path`) or
+    "eager" (`_eager`, the same on the CPU and CUDA: plain matmuls and softmax)."""
+    t, growth = _forward(mixer, b, s, k, h, d, topk, cuda, cache, attention=attention)
     return t.peak - growth
 
 
-def saved(mixer: Mixer, b: int, s: int, h: int, d: int, topk: int = 2048, cuda: bool = False) -> float:
+def saved(
+    mixer: Mixer, b: int, s: int, h: int, d: int, topk: int = 2048, cuda: bool = False, attention: str = "sdpa"
+) -> float:
     """Training (train mode, grad on, no cache): the bytes the attention forward leaves for backward (`_saved_names`).
     bf16, q LoRA r, latent L, math path: 2 × (n × (4 + 2d) × w + 4n) for w in (r, L), + 4 × b × heads × s × (2 qk +
-    s + v) + n × heads × v × d, with n = b × s."""
-    if not math_path(mixer, cuda):
+    s + v) + n × heads × v × d, with n = b × s. Eager: the same norm and output terms, + b × heads × s × ((2 qk + v) ×
+    d + 4s + s × d) for bf16 (fp32: the probabilities are the softmax, the SDPA figure)."""
+    if attention != "eager" and not math_path(mixer, cuda):
         raise NotImplementedError("fused SDPA (equal head sizes / CUDA) saves q, k, v, out, lse: not modelled here")
-    t, _ = _forward(mixer, b, s, s, h, d, topk, cuda, cache=False, train=True)
+    t, _ = _forward(mixer, b, s, s, h, d, topk, cuda, cache=False, train=True, attention=attention)
     return sum(v for name, v in t.live.items() if name in t.keep)
 
 
 def train_forward_transient(
-    mixer: Mixer, b: int, s: int, h: int, d: int, topk: int = 2048, cuda: bool = False
+    mixer: Mixer, b: int, s: int, h: int, d: int, topk: int = 2048, cuda: bool = False, attention: str = "sdpa"
 ) -> float:
     """Training: the peak during the attention forward above its entry (saved tensors, the transients of the moment
     and, at the end, the output). V3.2's indexer broadcast makes this the layer's peak (no_grad, so not saved)."""
-    if not math_path(mixer, cuda):
+    if attention != "eager" and not math_path(mixer, cuda):
         raise NotImplementedError("fused SDPA (equal head sizes / CUDA): not modelled here")
-    t, _ = _forward(mixer, b, s, s, h, d, topk, cuda, cache=False, train=True)
+    t, _ = _forward(mixer, b, s, s, h, d, topk, cuda, cache=False, train=True, attention=attention)
     return t.peak

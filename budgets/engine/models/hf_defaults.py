@@ -306,6 +306,9 @@ LAYERED_RULES: dict[str, LayeredRules] = {
         router_bias=True,
         expert_bias=True,
         moe_width_key="",
+        # modeling_gpt_oss.py GptOssExperts under grouped_mm (integrations/moe.py grouped_mm_experts_forward with
+        # has_bias): per-row bias gathers and `_apply_gate`'s clamps, sigmoid and products
+        features=frozenset({"moe_clamped_gate"}),
     ),
     # modeling_phimoe.py: LayerNorm with bias everywhere, routed experts only
     "phimoe": LayeredRules("phimoe", router_name="router", norm_bias=True, all_sliding=True, moe_width_key=""),

@@ -64,6 +64,7 @@ class ModelSpec:
     sliding_mask_unread: bool = False  # a sliding mask is built though no layer slides: one more mask
     router_weights_fp32: bool = False  # top-k routing weights stay fp32: the weighted expert output is fp32
     moe_all_experts: bool = False  # every token runs through every expert, scaled by its router score (Llama 4)
+    moe_clamped_gate: bool = False  # gpt-oss: biased experts (per-row bias gathers) and a clamped sigmoid-gated GLU
     # token ids: generate's eos-suppressing logits processors exist only for a model with an eos token
     eos_token: bool = True
     fused_qkv: bool = False  # one q/k/v projection output, alive whole while any of q/k/v is
