@@ -2616,6 +2616,7 @@ def family_round(
     ckpt: str,
     optimizer: str = "adamw",
     eager: Callable[[int, str], bool] = lambda index, task: False,
+    gen_precision: str = "bf16",
 ) -> list[dict]:
     """Two runs per family of ROUND10_CONFIGS: generate (bf16, dynamic cache) and train (the optimizer's foreach
     implementation stated, so that torch's device default cannot change the run). `eager(family index, task)`: the
@@ -2629,9 +2630,9 @@ def family_round(
         attention = "eager" if no_sdpa or eager(index, "gen") else "sdpa"
         out.append(
             infer(
-                f"{tag}-{name}-gen-dynamic-bf16-{attention}-b{sessions}",
+                f"{tag}-{name}-gen-dynamic-{gen_precision}-{attention}-b{sessions}",
                 cfg,
-                precision="bf16",
+                precision=gen_precision,
                 sessions=sessions,
                 input_tokens=prompt,
                 output_tokens=new,
@@ -2696,6 +2697,27 @@ def round12_cases() -> list[dict]:
     )
 
 
+# Round 13: the round-10 configs on a fourth side of the run axes: generate in fp32, 5 sessions × 96 prompt tokens + 4
+# new (dynamic cache); train bf16 with AdamW and full checkpointing, 2 × 180 tokens (no chunk divides 96 or 180); eager
+# attention at odd positions of ROUND10_CONFIGS when generating and at even positions when training (round 12's
+# opposite). Written after the tuning on round 12, measured before any comparison; compared once (HOLDOUT.md,
+# "Round 13"), not tuned on.
+ROUND13_GEN_SHAPE = (5, 96, 4)
+ROUND13_TRAIN_SHAPE = (2, 180)
+
+
+def round13_cases() -> list[dict]:
+    return family_round(
+        "r13",
+        ROUND13_GEN_SHAPE,
+        ROUND13_TRAIN_SHAPE,
+        "bf16",
+        "full",
+        eager=lambda index, task: index % 2 == (1 if task == "gen" else 0),
+        gen_precision="fp32",
+    )
+
+
 # Rounds 4, 5 and 8: each written as a hold-out, compared once (HOLDOUT.md: round 4 at engine 95b2199, round 5
 # at 190bec8, round 8 at b6cb233), then tuned on, so they are tuning rounds now. Rounds 6, 7, 9 and 10 are the
 # hold-out: compared once each (round 6 at engine ab06324, round 7 at the engine of 2026-12-01, round 9 after
@@ -2709,7 +2731,8 @@ ROUND9_CASES: list[dict] = round9_cases()
 ROUND10_CASES: list[dict] = round10_cases()
 ROUND11_CASES: list[dict] = round11_cases()
 ROUND12_CASES: list[dict] = round12_cases()
-HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND9_CASES + ROUND12_CASES
+ROUND13_CASES: list[dict] = round13_cases()
+HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND9_CASES + ROUND13_CASES
 
 # the 17 first cases + the round-1 to round-5 and round-8 hold-outs, each tuned on (or moved up) after its first
 # comparison
@@ -2724,6 +2747,7 @@ TUNING_CASES: list[dict] = (
     + ROUND8_CASES
     + ROUND10_CASES
     + ROUND11_CASES
+    + ROUND12_CASES
 )
 CASES = TUNING_CASES + HOLDOUT_CASES
 HOLDOUT_IDS: frozenset[str] = frozenset(c["name"] for c in HOLDOUT_CASES)

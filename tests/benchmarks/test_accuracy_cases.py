@@ -31,18 +31,19 @@ def test_holdout_and_tuning_sets_are_disjoint_and_cover_cases():
     round8 = _names(cases.ROUND8_CASES)
     round10 = _names(cases.ROUND10_CASES)
     round11 = _names(cases.ROUND11_CASES)
+    round12 = _names(cases.ROUND12_CASES)
     tuning = _names(cases.TUNING_CASES)
     holdout = _names(cases.HOLDOUT_CASES)
     # tuning set = the 17 original cases + the round-1 to round-5, 7, 8 and 10 hold-outs (each moved up after its
     # first comparison in HOLDOUT.md), in that order; round 8: the optimizer's device default, config dropouts
     sizes = (len(round1), len(round2), len(round3), len(round4), len(round5), len(round7), len(round8))
-    assert (*sizes, len(round10), len(round11)) == (11, 11, 12, 126, 126, 56, 11, 52, 52)
+    assert (*sizes, len(round10), len(round11), len(round12)) == (11, 11, 12, 126, 126, 56, 11, 52, 52, 52)
     earlier = original + round1 + round2 + round3 + round4 + round5 + round7 + round8
-    assert tuning == earlier + round10 + round11
-    assert len(set(tuning)) == 474
+    assert tuning == earlier + round10 + round11 + round12
+    assert len(set(tuning)) == 526
     # hold-out: round 6, one run per path per model type on new configs, none shared with tuning; round 9: round
-    # 8's mechanisms on new models and paths; round 12: round 10's families on a third side of its run axes
-    assert holdout == _names(cases.round6_cases()) + _names(cases.round9_cases()) + _names(cases.round12_cases())
+    # 8's mechanisms on new models and paths; round 13: round 10's families on a fourth side of its run axes
+    assert holdout == _names(cases.round6_cases()) + _names(cases.round9_cases()) + _names(cases.round13_cases())
     assert len(set(holdout)) == len(holdout) == 56 + 10 + 52
     assert not set(tuning) & set(holdout)
     assert _names(cases.CASES) == tuning + holdout
@@ -186,11 +187,11 @@ def test_report_shows_each_set_and_overall():
     from benchmarks.accuracy.__main__ import load_results, report
 
     text, _ = report(load_results())
-    assert "### Tuning set (474 cases" in text
+    assert "### Tuning set (526 cases" in text
     assert "### Round-6 hold-out (" in text
     assert "Round-6 hold-out: median |error|" in text
     assert "### Round-9 hold-out (10 cases" in text
-    assert "### Round-12 hold-out (52 cases" in text
+    assert "### Round-13 hold-out (52 cases" in text
     assert "- All cases: median |error|" in text
 
 
@@ -367,6 +368,20 @@ def test_round12_gives_every_family_eager_and_sdpa_once_on_a_third_side_of_the_r
         attentions = {gen["runtime"]["attention"], trn["runtime"]["attention"]}
         assert attentions == ({"eager"} if family in cases.ROUND10_NO_SDPA else {"eager", "sdpa"}), family
         assert trn["training"]["optimizer"] == "sgd_momentum" and trn["precision"]["compute"] == "bf16"
+
+
+def test_round13_flips_round12s_attention_and_runs_a_fourth_side_of_the_axes():
+    assert len(cases.ROUND13_CASES) == 52
+    shapes = {cases.ROUND10_GEN_SHAPE, cases.ROUND11_GEN_SHAPE, cases.ROUND12_GEN_SHAPE, cases.ROUND13_GEN_SHAPE}
+    assert len(shapes) == 4
+    assert all(cases.ROUND13_GEN_SHAPE[1] % c and cases.ROUND13_TRAIN_SHAPE[1] % c for c in (64, 128, 256))
+    for earlier, later in zip(cases.ROUND12_CASES, cases.ROUND13_CASES, strict=True):
+        family = next(f for f, c in cases.ROUND10_CONFIGS.items() if c == later["model"]["hf_config"])
+        if family not in cases.ROUND10_NO_SDPA:
+            assert earlier["runtime"]["attention"] != later["runtime"]["attention"], later["name"]
+    gens = cases.ROUND13_CASES[::2]
+    assert {w["precision"]["compute"] for w in gens} == {"fp32"}
+    assert {w["training"]["activation_checkpointing"] for w in cases.ROUND13_CASES[1::2]} == {"full"}
 
 
 def test_round10_measurements_are_of_the_run_not_the_initialisation():

@@ -33,6 +33,10 @@ KNOWN_MISSES: dict[str, str] = {
     "r11-granite-train-adamw-ckpt-fp32-sdpa-b1": "+2.80 %: " + _FIRST_LAYER,
     "r11-ernie45-train-adamw-ckpt-fp32-sdpa-b1": "+2.80 %: " + _FIRST_LAYER,
     "r11-mistral3-train-adamw-ckpt-fp32-sdpa-b1": "+4.54 %: " + _FIRST_LAYER,
+    "r12-llama4-train-sgdmomentum-bf16-eager-b3": (
+        "+5.23 % (in range): Llama 4's eager training over by 3.5 MB at the backward start, not diagnosed to the byte "
+        "(chunked-attention layers' eager scores, the NoPE layers' temperature tuning; HOLDOUT.md, round 12)"
+    ),
     "r11-jamba-train-adamw-ckpt-fp32-sdpa-b1": (
         "+4.87 %: the measured peak is in the recomputed Mamba1 layer's backward (SelectBackward0); the engine's "
         "first-layer phase adds the whole recomputed layer to the scan's backward gradients (HOLDOUT.md, round 11)"
