@@ -3,7 +3,7 @@ for a directly given architecture. Counts are plain integers (not bytes)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Literal
 
@@ -90,6 +90,23 @@ class ModelSpec:
     embedding_dropout: float = 0.0  # on the embedding output
     # the dropout keys the adapter read, their values and where each came from ("" when none were read)
     dropout_read: str = field(default="", compare=False, hash=False, repr=False)
+    # the hash, computed once: a spec keys the engine's caches (parameter counts, layer views, runs) and hashing its
+    # ~70 fields on every lookup was a tenth of an estimate's time. Not an init field, so `replace` recomputes it
+    _hash: int = field(default=0, init=False, compare=False, hash=False, repr=False)
+
+    def __hash__(self) -> int:
+        if not self._hash:
+            key = tuple(getattr(self, f.name) for f in fields(self) if f.compare and f.hash is not False)
+            object.__setattr__(self, "_hash", hash(key) or 1)
+        return self._hash
+
+    def __getstate__(self) -> list[object]:
+        return [getattr(self, f.name) for f in fields(self)]
+
+    def __setstate__(self, state: list[object]) -> None:
+        for f, value in zip(fields(self), state, strict=True):
+            object.__setattr__(self, f.name, value)
+        object.__setattr__(self, "_hash", 0)  # string hashes differ between processes: recompute after unpickling
 
     # --- derived sizes -------------------------------------------------------------------------
     @property
