@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
+from benchmarks.accuracy.cases import ROUND10_CONFIGS
 from budgets.engine.components import mla
 from budgets.engine.models.layers import Mixer
 from workers.runner.cpu_memory import profiler_events, replay, window_peak
@@ -176,15 +177,7 @@ def build(shape: Shape):
         attention_bias=False,
         attention_dropout=0.0,
         max_position_embeddings=163840,
-        rope_scaling={
-            "beta_fast": 32,
-            "beta_slow": 1,
-            "factor": 40,
-            "mscale": 1.0,
-            "mscale_all_dim": 1.0,
-            "original_max_position_embeddings": 4096,
-            "type": "yarn",
-        },
+        rope_scaling=dict(ROUND10_CONFIGS["deepseek_v3"]["rope_scaling"]),  # DeepSeek-V3's yarn scaling
         rope_theta=10000,
         vocab_size=100,
     )
