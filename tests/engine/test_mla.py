@@ -133,3 +133,11 @@ def test_eager_closed_form_and_sdpa_difference():
     assert mla.forward_transient(R12_GLM, 2, 200, 200, 256, 2, attention="eager") > 2 * mla.forward_transient(
         R12_GLM, 2, 200, 200, 256, 2
     )
+
+
+def test_a_fused_kernel_keeps_q_k_v_the_output_and_the_log_sum_exp_and_grows_with_the_batch():
+    """CUDA's memory-efficient kernel (or the CPU flash kernel at equal head sizes): no score matrix is kept."""
+    one = mla.saved(R10, 1, 256, 256, 2, cuda=True)
+    assert one > 0 and mla.saved(R10, 2, 256, 256, 2, cuda=True) == pytest.approx(2 * one)
+    assert one < mla.saved(R10, 1, 256, 256, 2)  # the math path keeps fp32 scores and probabilities
+    assert mla.train_forward_transient(R10, 1, 256, 256, 2, cuda=True) == one

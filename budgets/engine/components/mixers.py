@@ -60,9 +60,7 @@ def forward_transient(
 def saved(mixer: Mixer, b: int, s: int, h: int, d: float, cuda: bool, attention: str = "sdpa") -> float:
     """Training: what the mixer's forward keeps for backward (its input excluded)."""
     if mixer.kind == "mla":
-        if attention == "eager" or mla.math_path(mixer, cuda):
-            return mla.saved(mixer, b, s, h, int(d), _topk(mixer), cuda, attention=attention)
-        return _mla_fused_saved(mixer, b, s, d)
+        return mla.saved(mixer, b, s, h, int(d), _topk(mixer), cuda, attention=attention)
     if mixer.kind == "mamba":
         return ssm.saved(mixer, b, s, h, d, mixer.gated_norm, mixer.multipliers)
     if mixer.kind == "linear":
@@ -85,22 +83,8 @@ def forward_extra(mixer: Mixer, b: int, s: int, h: int, d: float, cuda: bool, at
     if mixer.kind in ("mamba", "linear"):
         return 0.0  # its forward peak is within what it keeps plus the scan's transients, below the layer's saved
     if mixer.kind == "mla":
-        if attention != "eager" and not mla.math_path(mixer, cuda):
-            return 0.0
         topk = _topk(mixer)
         return mla.train_forward_transient(mixer, b, s, h, int(d), topk, cuda, attention) - mla.saved(
             mixer, b, s, h, int(d), topk, cuda, attention
         )
     raise ValueError(f"no mixer model for {mixer.kind}")
-
-
-def _mla_fused_saved(mixer: Mixer, b: int, s: int, d: float) -> float:
-    """MLA under a fused SDPA kernel (CUDA's memory-efficient kernel takes v ≠ q/k head sizes, `mla` module notes):
-    the kernel keeps q and the per-head k (heads × qk head size), v and the output (heads × v head size) and an fp32
-    log-sum-exp per head and query; the q and latent RMSNorms keep their fp32 input and normalized copy and the
-    cast-back output (`mla.saved`'s norm terms), o_proj its input (the output). Not measured: no GPU here."""
-    n = b * s
-    heads, qk, v = mixer.heads, mixer.head_dim, mixer.value_dim
-    attention = n * heads * (2 * qk + 2 * v) * d + b * heads * s * 4
-    norms = sum(2 * (n * (4 + 2 * d) * w + 4 * n) for w in (mixer.q_rank, mixer.latent_dim) if w)
-    return attention + norms

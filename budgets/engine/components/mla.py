@@ -377,17 +377,31 @@ def saved(
     s + v) + n × heads × v × d, with n = b × s. Eager: the same norm and output terms, + b × heads × s × ((2 qk + v) ×
     d + 4s + s × d) for bf16 (fp32: the probabilities are the softmax, the SDPA figure)."""
     if attention != "eager" and not math_path(mixer, cuda):
-        raise NotImplementedError("fused SDPA (equal head sizes / CUDA) saves q, k, v, out, lse: not modelled here")
+        return _fused_saved(mixer, b, s, d)
     t, _ = _forward(mixer, b, s, s, h, d, topk, cuda, cache=False, train=True, attention=attention)
     return sum(v for name, v in t.live.items() if name in t.keep)
+
+
+def _fused_saved(mixer: Mixer, b: int, s: int, d: int) -> float:
+    """MLA under a fused SDPA kernel (the CPU flash kernel when q/k and v share a head size; CUDA's memory-efficient
+    kernel, which takes v ≠ q/k head sizes): the kernel keeps q and the per-head k (heads × qk head size), v and the
+    output (heads × v head size) and an fp32 log-sum-exp per head and query; the q and latent RMSNorms keep what
+    `saved` counts for them on the math path; o_proj reads the output. Not measured: the CPU flash kernel's buffers
+    depend on the thread count, and there is no GPU here; the budget's range carries it."""
+    n = b * s
+    heads, qk, v = mixer.heads, mixer.head_dim, mixer.value_dim
+    attention = n * heads * (2 * qk + 2 * v) * d + b * heads * s * FP32
+    norms = sum(2 * (n * (FP32 + 2 * d) * w + FP32 * n) for w in (mixer.q_rank, mixer.latent_dim) if w)
+    return attention + norms
 
 
 def train_forward_transient(
     mixer: Mixer, b: int, s: int, h: int, d: int, topk: int = 2048, cuda: bool = False, attention: str = "sdpa"
 ) -> float:
     """Training: the peak during the attention forward above its entry (saved tensors, the transients of the moment
-    and, at the end, the output). V3.2's indexer broadcast makes this the layer's peak (no_grad, so not saved)."""
+    and, at the end, the output). V3.2's indexer broadcast makes this the layer's peak (no_grad, so not saved). Under a
+    fused kernel: what it keeps (`_fused_saved`), no transient beyond it modelled."""
     if attention != "eager" and not math_path(mixer, cuda):
-        raise NotImplementedError("fused SDPA (equal head sizes / CUDA): not modelled here")
+        return _fused_saved(mixer, b, s, d)
     t, _ = _forward(mixer, b, s, s, h, d, topk, cuda, cache=False, train=True, attention=attention)
     return t.peak
