@@ -42,17 +42,27 @@ def state_bytes_per_sequence(spec: ModelSpec, tensor: int, first: int, layers: i
     return int(per * nbytes(precision))
 
 
-def generate_state_bytes_per_sequence(spec: ModelSpec, tensor: int, first: int, layers: int, precision: str) -> int:
-    """Fixed bytes per sequence in a transformers cache: transformers 5.24 cache_utils.py `LinearAttentionLayer`
+def generate_state_bytes(mixer: Mixer, sequences: int, precision: str | float) -> float:
+    """One layer's recurrent state in a transformers cache: transformers 5.24 cache_utils.py `LinearAttentionLayer`
     keeps the conv state as `zeros(b, channels, kernel)` in the model dtype (the whole kernel, where vLLM keeps
     kernel − 1 positions) and the recurrent/SSM state as the scans return it, fp32 (measured:
-    benchmarks/mixers/ssm.py, benchmarks/mixers/linear_attention.py)."""
-    d = nbytes(precision)
-    per = 0.0
-    for m, n in stage_mixers(spec, first, layers):
-        if m.kind in STATE_KINDS:
-            conv = m.conv_state // (m.kernel - 1) * m.kernel if m.kernel > 1 else m.conv_state
-            per += n * (conv * d + m.recurrent_state * 4) / tensor
+    benchmarks/mixers/ssm.py, benchmarks/mixers/linear_attention.py). 0 for a layer without one."""
+    if mixer.kind not in STATE_KINDS:
+        return 0.0
+    d = nbytes(precision) if isinstance(precision, str) else precision
+    return sequences * (generate_conv_state_elements(mixer) * d + mixer.recurrent_state * 4)
+
+
+def generate_conv_state_elements(mixer: Mixer) -> int:
+    """Elements of one sequence's conv state in a transformers cache: channels × the whole kernel."""
+    if mixer.kernel > 1:
+        return mixer.conv_state // (mixer.kernel - 1) * mixer.kernel
+    return mixer.conv_state
+
+
+def generate_state_bytes_per_sequence(spec: ModelSpec, tensor: int, first: int, layers: int, precision: str) -> int:
+    """Fixed bytes per sequence in a transformers cache over the device's layers (`generate_state_bytes`)."""
+    per = sum(generate_state_bytes(m, 1, precision) * n / tensor for m, n in stage_mixers(spec, first, layers))
     return int(per)
 
 

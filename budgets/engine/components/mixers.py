@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..models.layers import Mixer, heads_per_device
-from . import linear_attention, mla, ssm
+from . import kv_cache, linear_attention, mla, ssm
 
 MODELLED = frozenset({"mla", "mamba", "linear"})
 
@@ -25,12 +25,6 @@ def on_device(mixer: Mixer, tensor: int) -> Mixer:
         kv_heads=heads_per_device(mixer.kv_heads, tensor),
         index_heads=heads_per_device(mixer.index_heads, tensor),
     )
-
-
-def _conv_state_bytes(mixer: Mixer, b: int, d: float) -> float:
-    """The transformers cache's conv state of b sequences: channels × the whole kernel in the compute dtype."""
-    per_position = mixer.conv_state // (mixer.kernel - 1) if mixer.kernel > 1 else mixer.conv_state
-    return b * per_position * mixer.kernel * d
 
 
 def _topk(mixer: Mixer) -> int:
@@ -53,7 +47,8 @@ def forward_transient(
         if s == 1 and k > 1:
             return linear_attention.decode_transient(mixer, b, h, d)
         # the cache's conv state, allocated before the scan, is the KV component's (kv_cache.state_bytes_per_sequence)
-        return linear_attention.forward_transient(mixer, b, s, h, d) - _conv_state_bytes(mixer, b, d)
+        conv = b * kv_cache.generate_conv_state_elements(mixer) * d
+        return linear_attention.forward_transient(mixer, b, s, h, d) - conv
     raise ValueError(f"no mixer model for {mixer.kind}")
 
 
