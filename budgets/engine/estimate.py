@@ -236,27 +236,38 @@ def _phase_peaks(
     phases: list[PhasePeak] = []
     best_name, best_bytes = "", -1
     best_low = best_high = 0
+    if not st.phases:
+        return phases, comp_max, best_name, best_bytes, best_low, best_high
+    # the fixed components are alive in every phase: summed once, and each one's own value is a lower bound of
+    # its maximum (a phase only adds non-negative bytes to it)
+    fixed_low = fixed_mid = fixed_high = 0
+    for cname, r in fixed.items():
+        comp_max[cname] = [r.low, r.bytes, r.high]
+        fixed_low += r.low
+        fixed_mid += r.bytes
+        fixed_high += r.high
     for pname, comps in st.phases.items():
-        merged = dict(fixed)
+        lo_sum, mid, hi_sum = fixed_low, fixed_mid, fixed_high
         for cname, r in comps.items():
-            merged[cname] = merged[cname] + r if cname in merged else r
-        lo_sum = mid = hi_sum = 0
-        for cname, r in merged.items():
-            m = comp_max[cname]
-            if r.low > m[0]:
-                m[0] = r.low
-            if r.bytes > m[1]:
-                m[1] = r.bytes
-            if r.high > m[2]:
-                m[2] = r.high
             lo_sum += r.low
             mid += r.bytes
             hi_sum += r.high
+            f = fixed.get(cname)
+            low, value, high = (f.low + r.low, f.bytes + r.bytes, f.high + r.high) if f is not None else r
+            m = comp_max[cname]
+            if low > m[0]:
+                m[0] = low
+            if value > m[1]:
+                m[1] = value
+            if high > m[2]:
+                m[2] = high
         phases.append(PhasePeak(pname, mid, lo_sum, hi_sum))
         if mid > best_bytes:
             best_name, best_bytes = pname, mid
-        best_low = max(best_low, lo_sum)
-        best_high = max(best_high, hi_sum)
+        if lo_sum > best_low:
+            best_low = lo_sum
+        if hi_sum > best_high:
+            best_high = hi_sum
     return phases, comp_max, best_name, best_bytes, best_low, best_high
 
 

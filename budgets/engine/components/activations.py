@@ -236,7 +236,10 @@ def _attention_forward_transient(
 def view_shape(x: Shape, spec: ModelSpec) -> Shape:
     """`x` with the widths of a view's layer (`layer_views.views`)."""
     q, kv, heads, inter = view_widths(spec, x.tensor)
-    return replace(x, q=q, kv=kv, heads=heads, inter=inter)
+    if q == x.q and kv == x.kv and heads == x.heads and inter == x.inter:
+        return x
+    # positional construction: `dataclasses.replace` is several times slower (the estimate's hot path)
+    return Shape(x.b, x.s, x.k, x.h, q, kv, heads, inter, x.vocab, x.d, x.softmax_copy, x.cuda, x.tensor)
 
 
 def _gqa_copies(spec: ModelSpec, attention: str) -> bool:

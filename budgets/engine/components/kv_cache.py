@@ -17,14 +17,17 @@ of the full concatenation, so the whole prompt-length storage stays alive until 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from ..dtypes import nbytes
 from ..models.layers import STATE_KINDS, Mixer, layer_mixers
 from ..models.spec import ModelSpec
 
 
+@lru_cache(maxsize=4096)
 def stage_mixers(spec: ModelSpec, first: int, layers: int) -> tuple[tuple[Mixer, int], ...]:
-    """(mixer, layer count) over the device's layers [first, first + layers)."""
+    """(mixer, layer count) over the device's layers [first, first + layers). Cached by the spec, whose hash is
+    computed once, rather than by its runs, whose hash is not."""
     return layer_mixers(spec.runs, first, first + layers)
 
 

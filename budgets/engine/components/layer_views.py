@@ -90,6 +90,7 @@ def _view_spec(spec: ModelSpec, mixer: Mixer, mlp: Mlp, side: Mixer | None) -> M
     return replace(spec, **fields)  # type: ignore[arg-type]
 
 
+@lru_cache(maxsize=4096)
 def view_widths(spec: ModelSpec, tensor: int) -> tuple[int, int, int, int]:
     """(q, kv, heads, MLP width) of a view's layer on one device under tensor degree `tensor`: the `Shape` widths."""
     heads = heads_per_device(spec.num_attention_heads, tensor)
