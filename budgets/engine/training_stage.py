@@ -19,7 +19,7 @@ from .components import training as tr
 from .components import workspace as ws
 from .components.weights import weight_bytes
 from .dtypes import nbytes
-from .models.parameters import idle_parameters, mixer_parameters
+from .models.parameters import idle_parameters, mixer_parameters, mlp_parameters
 from .models.spec import ModelSpec
 from .phases import StagePhases, activation_band, activation_shape, param_tensors
 from .schema import Workload
@@ -62,7 +62,7 @@ class _Activations:
     backward_end: float
     head_grad: float
     untied_embedding_grad: float  # not yet allocated at the first layer's backward
-    first_layer_mixer_grad: float  # the first layer's attention and norm gradients: written after its MLP's backward
+    first_layer_absent_grad: float  # the first layer's gradients not yet written at its backward peak
     embedding_grad_extra: float  # a tied embedding's dense gradient (+ the sum with the head's)
 
 
@@ -111,7 +111,7 @@ def training_stage(
         "weights": weights,
         "optimizer_state": optimizer,
         "activations": band("backward_first_layer") + batch,
-        "gradients": Range.exact(states.grads.bytes - a.untied_embedding_grad - a.first_layer_mixer_grad),
+        "gradients": Range.exact(states.grads.bytes - a.untied_embedding_grad - a.first_layer_absent_grad),
     }
     out.phases["backward_end"] = {
         "weights": weights,
@@ -394,12 +394,22 @@ def _activations(
     head_grad = (vocab_grad if (stage.holds_head and full) else 0) / states.grad_shards
     emb_grad_transient = vocab_grad if (spec.tie_word_embeddings and full and stage.holds_embedding) else 0
 
-    # a layer whose forward peaks beyond what it keeps (V3.2's no-grad indexer): over every layer's saved tensors
-    fwd_extra = act.layers_max(
-        spec, x, attention, first, last, lambda view, vx, _: act.training_forward_extra(view, vx, attention)
-    )
+    # a layer whose forward peaks beyond what it keeps (V3.2's no-grad indexer): over every layer's saved tensors;
+    # under full checkpointing the layer keeps nothing, so its forward peak is the whole of it (over the checkpoint
+    # inputs), in the forward and again when backward recomputes it
+    def forward_extra(view: ModelSpec, vx: act.Shape, gqa_copies: bool) -> float:
+        extra = act.training_forward_extra(view, vx, attention)
+        if extra and full_ckpt and not compiled:
+            extra += profile.training_layer_saved(view, vx, attention, gqa_copies, "none", 1, kept)
+        return extra
+
+    fwd_extra = act.layers_max(spec, x, attention, first, last, forward_extra)
     fwd_act = saved_layers + embed_out + model_level + max(final_norm + loss_forward, fwd_extra)
-    bwd_start_act = saved_layers + kept_model_level + final_norm + max(loss_fwd, loss_keep + recompute + bwd_transient)
+    # backward start: the loss's backward (over the final norm's saved input), or the last layer's recompute and
+    # backward, after the loss's and the final norm's backward have freed their saved tensors (what the training loop
+    # itself keeps of the loss, `loss_keep`, is still there)
+    recompute_peak = max(recompute + bwd_transient, fwd_extra if full_ckpt and not compiled else 0.0)
+    bwd_start_act = saved_layers + kept_model_level + max(final_norm + loss_fwd, loss_keep + recompute_peak)
     # late backward, the stage's first layer: its recompute and gradients, the gradient of its input,
     # cos/sin (and checkpointed masks) still saved; every parameter gradient exists but the untied
     # embedding's, which EmbeddingBackward0 allocates only after this layer's backward has returned
@@ -413,16 +423,48 @@ def _activations(
         last,
         lambda view, vx, _: act.attention_backward_transient(view, vx, attention) - act.mlp_block_saved(view, vx, kept),
     )
-    bwd_layer0_act = recompute + max(bwd_transient, attn_bwd) + x.tokens * x.h * d + kept_model_level
+    layer0_base = recompute + x.tokens * x.h * d + kept_model_level
+    # the MLP's backward instant of a recomputed layer: its output projection's saved input already freed
+    layer0_mlp = layer0_base + bwd_transient
+    if full_ckpt and not compiled:
+        layer0_mlp = (
+            kept_model_level
+            + (sliding_mask_copy if recompute else 0)
+            + act.layers_max(
+                spec,
+                x,
+                attention,
+                first,
+                last,
+                lambda view, vx, gqa_copies: (
+                    profile.training_layer_saved(view, vx, attention, gqa_copies, "none", 1, kept)
+                    + act.training_backward_transient(view, vx)
+                    - act.mlp_output_input_saved(view, vx, kept)
+                ),
+            )
+        )
     untied_emb_grad = (
         vocab_grad / states.grad_shards if (not spec.tie_word_embeddings and full and stage.holds_embedding) else 0
     )
-    # the first layer's backward peaks in its MLP's (or, eager, its attention's softmax) backward: its attention and
-    # norm weights have no gradient yet (their backward comes after), so they are not among the gradients then
-    first_mixer_grad = 0.0
+    # the first layer's own gradients are written during its backward: its attention and norm weights' after its MLP's
+    first_mixer_grad = first_mlp_grad = first_out_grad = 0.0
     if full and stage.layers:
-        tp = stage.tensor * states.grad_shards
-        first_mixer_grad = mixer_parameters(spec, stage.first_layer) * nbytes(states.grad_prec) / tp
+        grad_bytes = nbytes(states.grad_prec) / (stage.tensor * states.grad_shards)
+        first_mixer_grad = mixer_parameters(spec, stage.first_layer) * grad_bytes
+        mlp_all, mlp_out = mlp_parameters(spec, stage.first_layer)
+        first_mlp_grad, first_out_grad = (mlp_all - mlp_out) * grad_bytes, mlp_out * grad_bytes
+    # the instants of the first layer's backward, each with the gradients not yet written then: its recomputed
+    # forward's own peak (V3.2's indexer; none of its gradients), its MLP's backward (only the output projection's
+    # weight gradient written), an eager attention's softmax backward after it (the MLP's gradients all written,
+    # its saved tensors freed); the largest is the phase
+    instants = [
+        (layer0_mlp, first_mixer_grad + first_mlp_grad),
+        (layer0_base + attn_bwd, first_mixer_grad),
+    ]
+    if full_ckpt and not compiled and fwd_extra:
+        no_layer_grads = first_mixer_grad + first_mlp_grad + first_out_grad
+        instants.append((kept_model_level + x.tokens * x.h * d + fwd_extra, no_layer_grads))
+    bwd_layer0_act, layer0_absent_grad = max(instants, key=lambda i: i[0] - i[1])
     # end of backward (EmbeddingBackward0): all gradients over the gradient of the embedding output
     # alone (+ a tied embedding's dense gradient, which EmbeddingBackward0 computes from it)
     bwd_end_act = x.tokens * x.h * d if stage.holds_embedding else 0
@@ -442,7 +484,7 @@ def _activations(
         backward_end=bwd_end_act,
         head_grad=head_grad,
         untied_embedding_grad=untied_emb_grad,
-        first_layer_mixer_grad=first_mixer_grad,
+        first_layer_absent_grad=layer0_absent_grad,
         embedding_grad_extra=emb_grad_transient + tied_sum,
     )
 

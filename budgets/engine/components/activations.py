@@ -579,6 +579,23 @@ def _mlp_saved(spec: ModelSpec, x: Shape, kept: Kept = ALL_TRAINED) -> float:
     return ti + down_input  # fc1 output (the activation's input)
 
 
+def mlp_output_input_saved(spec: ModelSpec, x: Shape, kept: Kept = ALL_TRAINED) -> float:
+    """The input of a layer's MLP output projection(s) as saved for backward (dense `down_proj`, the routed rows'
+    and the shared expert's down projections): freed by the MLP's first backward node, before the rest of the MLP's
+    backward peaks (measured: round 13's recomputed first layers, bf16 with full checkpointing)."""
+    if _mlp_kind(spec) == "none" or _mixer_kind(spec) == "cross":
+        return 0.0
+    tok = x.tokens
+    if spec.is_moe and spec.moe_all_experts:
+        return spec.num_experts * tok * spec.expert_intermediate_size * x.d
+    if spec.is_moe:
+        shared = tok * spec.shared_expert_intermediate_size * x.d
+        return tok * spec.experts_per_token * spec.expert_intermediate_size * x.d + shared
+    if spec.mlp != "gated" and spec.activation == "relu":
+        return 0.0  # relu's output is fc2's input, still read by relu's backward
+    return tok * x.inter * x.d if kept.down_input else 0.0
+
+
 def _all_experts_saved(spec: ModelSpec, x: Shape) -> float:
     """What Llama 4's MoE keeps for backward (`_all_experts_forward_transient`): the router's top-k indices (int64) and
     sigmoid output (fp32, tok × E); the scaling multiply both operands (routed_in, E·tok × h, and the scores column,

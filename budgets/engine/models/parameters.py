@@ -61,6 +61,29 @@ def mixer_parameters(spec: ModelSpec, layer: int) -> int:
     )
 
 
+def mlp_parameters(spec: ModelSpec, layer: int) -> tuple[int, int]:
+    """(all, output projections) of layer `layer`'s MLP parameters: its dense projections, experts, shared expert and
+    router; the output projections (dense `down_proj`, every expert's and the shared expert's) are the ones whose
+    weight gradient the MLP's first backward node computes. (0, 0) for a layer without an MLP."""
+    at = 0
+    mlp = None
+    for run in spec.runs:
+        if at <= layer < at + run.count:
+            mlp = run.mlp
+            break
+        at += run.count
+    if mlp is None or mlp.kind == "none":
+        return 0, 0
+    total = sum(
+        math.prod(g.shape) * g.per_layer
+        for g in weight_groups(spec)
+        if g.role in ("mlp", "expert", "shared_expert", "router") and layer in g.layers
+    )
+    experts = mlp.experts if mlp.kind == "moe" else 1
+    output = spec.hidden_size * (mlp.intermediate * experts + mlp.shared_intermediate)
+    return total, min(output, total)
+
+
 @lru_cache(maxsize=1024)
 def parameter_count(spec: ModelSpec) -> ParameterCount:
     """Exact number of parameters, with a breakdown by part."""
