@@ -25,12 +25,7 @@ MAX_ERROR = 0.05  # |estimate − measured| / measured
 
 # out of range or beyond MAX_ERROR in `python -m benchmarks.accuracy` today; strict, so fixing one fails until it is
 # removed here
-KNOWN_MISSES: dict[str, str] = {
-    "r12-llama4-train-sgdmomentum-bf16-eager-b3": (
-        "+5.23 % (in range): Llama 4's eager training over by 3.5 MB at the backward start, not diagnosed to the byte "
-        "(chunked-attention layers' eager scores, the NoPE layers' temperature tuning; HOLDOUT.md, round 12)"
-    ),
-}
+KNOWN_MISSES: dict[str, str] = {}
 
 MEASURED = json.loads((Path(accuracy.__file__).parent / "results.json").read_text())["cases"]
 

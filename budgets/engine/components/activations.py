@@ -518,9 +518,11 @@ def _attention_saved(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool
         # fp32 softmax output (+ its cast back when the compute dtype is not fp32); soft-capping's
         # tanh saves its output (modeling_gemma2.py eager_attention_forward). With attention dropout the
         # dropout's mask and output (what matmul(P, v) then keeps) replace the cast-back copy
-        scores = attention_scores_bytes(x, 4 + x.d if x.d < 4 else 4)
+        # (GPT-2 and Llama 4 run the softmax in the compute dtype: its output, which matmul(P, v) also keeps, only)
+        softmax = x.d if spec.softmax_in_compute_dtype else 4
+        scores = attention_scores_bytes(x, softmax + x.d if x.d < softmax else softmax)
         if spec.attention_dropout:
-            scores = attention_scores_bytes(x, 4 + dropout_mask_bytes(x.d, x.cuda) + x.d)
+            scores = attention_scores_bytes(x, softmax + dropout_mask_bytes(x.d, x.cuda) + x.d)
         if spec.attn_logit_softcapping:
             scores += attention_scores_bytes(x, x.d)
         return tok * (2 * x.q + 2 * kv_width) * x.d + scores + qk_norm

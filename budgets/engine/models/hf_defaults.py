@@ -394,8 +394,10 @@ LAYERED_RULES: dict[str, LayeredRules] = {
         mlp_prefix="feed_forward",
         defaults=(("attention_chunk_size", 8192), ("no_rope_layer_interval", 4)),  # configuration_llama4.py:157-158
         # modeling_llama4.py Llama4TextMoe.forward: `hidden_states.repeat(num_experts, 1)` scaled by the router
-        # scores, then Llama4TextExperts' bmm over every expert
-        features=frozenset({"moe_all_experts"}),
+        # scores, then Llama4TextExperts' bmm over every expert; its text eager_attention_forward (modeling_llama4.py
+        # :267) runs `softmax(attn_weights, dim=-1)` in the scores' dtype, no float32 ("llama4 doesn't cast attn
+        # weights to fp32", :275)
+        features=frozenset({"moe_all_experts", "softmax_in_compute_dtype"}),
     ),
     "mllama_text_model": LayeredRules("mllama_text_model", extra_embed_rows=8),
     "qwen2_5_vl_text": LayeredRules("qwen2_5_vl_text", attention_bias=True, o_bias=False),
