@@ -363,23 +363,36 @@ def _activations(
     full_ckpt = t.activation_checkpointing == "full"
     kept, profile = _kept(w, x), profiles.workload_profile(w)
     first, last = stage.first_layer, stage.first_layer + stage.layers
-    recompute = 0.0
-    if full_ckpt:
-        recompute = act.layers_max(
-            spec,
-            x,
-            attention,
-            first,
-            last,
-            lambda view, vx, gqa_copies: profile.training_layer_saved(view, vx, attention, gqa_copies, "none", 1, kept),
+    # every per-layer figure of the step, over the kinds of layer on the stage (`layer_views`), in one pass:
+    # recompute: a recomputed layer's saved tensors (full checkpointing); backward: its MLP's (or mixer's) backward
+    # transient; forward extra: a forward peak beyond what the layer keeps (V3.2's no-grad indexer), over every layer's
+    # saved tensors, and under full checkpointing, where the layer keeps nothing, the whole of its forward (over the
+    # checkpoint inputs, in the forward and again when backward recomputes it); attention backward: an eager
+    # softmax's backward after the MLP's (its saved tensors freed); the MLP instant: a recomputed layer at its MLP's
+    # backward, the output projection's saved input already freed
+    recompute = bwd_transient = fwd_extra = layer0_mlp_peak = 0.0
+    attn_bwd = -math.inf
+    recomputed = full_ckpt and not compiled
+    for _, view, vx, gqa_copies in act.layer_kinds(spec, x, attention, first, last):
+        saved_none = (
+            profile.training_layer_saved(view, vx, attention, gqa_copies, "none", 1, kept) if full_ckpt else 0.0
         )
+        backward = act.training_backward_transient(view, vx)
+        extra = act.training_forward_extra(view, vx, attention)
+        if extra and recomputed:
+            extra += saved_none
+        recompute = max(recompute, saved_none)
+        bwd_transient = max(bwd_transient, backward)
+        fwd_extra = max(fwd_extra, extra)
+        attn_bwd = max(
+            attn_bwd, act.attention_backward_transient(view, vx, attention) - act.mlp_block_saved(view, vx, kept)
+        )
+        if recomputed:
+            layer0_mlp_peak = max(layer0_mlp_peak, saved_none + backward - act.mlp_output_input_saved(view, vx, kept))
     if full_ckpt and compiled:
         recompute = act.compiled_saved_per_layer(spec, x, kept)
     if recompute and sliding_mask_copy:
         recompute += sliding_mask_copy
-    bwd_transient = act.layers_max(
-        spec, x, attention, first, last, lambda view, vx, _: act.training_backward_transient(view, vx)
-    )
     full = t.method == "full"
     if stage.holds_head:
         # a frozen head (LoRA, QLoRA: transformers keeps it out of 4-bit) keeps no input
@@ -394,55 +407,19 @@ def _activations(
     head_grad = (vocab_grad if (stage.holds_head and full) else 0) / states.grad_shards
     emb_grad_transient = vocab_grad if (spec.tie_word_embeddings and full and stage.holds_embedding) else 0
 
-    # a layer whose forward peaks beyond what it keeps (V3.2's no-grad indexer): over every layer's saved tensors;
-    # under full checkpointing the layer keeps nothing, so its forward peak is the whole of it (over the checkpoint
-    # inputs), in the forward and again when backward recomputes it
-    def forward_extra(view: ModelSpec, vx: act.Shape, gqa_copies: bool) -> float:
-        extra = act.training_forward_extra(view, vx, attention)
-        if extra and full_ckpt and not compiled:
-            extra += profile.training_layer_saved(view, vx, attention, gqa_copies, "none", 1, kept)
-        return extra
-
-    fwd_extra = act.layers_max(spec, x, attention, first, last, forward_extra)
     fwd_act = saved_layers + embed_out + model_level + max(final_norm + loss_forward, fwd_extra)
     # backward start: the loss's backward (over the final norm's saved input), or the last layer's recompute and
     # backward, after the loss's and the final norm's backward have freed their saved tensors (what the training loop
     # itself keeps of the loss, `loss_keep`, is still there)
-    recompute_peak = max(recompute + bwd_transient, fwd_extra if full_ckpt and not compiled else 0.0)
+    recompute_peak = max(recompute + bwd_transient, fwd_extra if recomputed else 0.0)
     bwd_start_act = saved_layers + kept_model_level + max(final_norm + loss_fwd, loss_keep + recompute_peak)
     # late backward, the stage's first layer: its recompute and gradients, the gradient of its input,
     # cos/sin (and checkpointed masks) still saved; every parameter gradient exists but the untied
     # embedding's, which EmbeddingBackward0 allocates only after this layer's backward has returned
-    # the first layer's attention backward comes after its MLP's: whichever transient is larger
-    # (its MLP's saved tensors freed by then)
-    attn_bwd = act.layers_max(
-        spec,
-        x,
-        attention,
-        first,
-        last,
-        lambda view, vx, _: act.attention_backward_transient(view, vx, attention) - act.mlp_block_saved(view, vx, kept),
-    )
     layer0_base = recompute + x.tokens * x.h * d + kept_model_level
-    # the MLP's backward instant of a recomputed layer: its output projection's saved input already freed
     layer0_mlp = layer0_base + bwd_transient
-    if full_ckpt and not compiled:
-        layer0_mlp = (
-            kept_model_level
-            + (sliding_mask_copy if recompute else 0)
-            + act.layers_max(
-                spec,
-                x,
-                attention,
-                first,
-                last,
-                lambda view, vx, gqa_copies: (
-                    profile.training_layer_saved(view, vx, attention, gqa_copies, "none", 1, kept)
-                    + act.training_backward_transient(view, vx)
-                    - act.mlp_output_input_saved(view, vx, kept)
-                ),
-            )
-        )
+    if recomputed:
+        layer0_mlp = kept_model_level + (sliding_mask_copy if recompute else 0) + layer0_mlp_peak
     untied_emb_grad = (
         vocab_grad / states.grad_shards if (not spec.tie_word_embeddings and full and stage.holds_embedding) else 0
     )
@@ -461,7 +438,7 @@ def _activations(
         (layer0_mlp, first_mixer_grad + first_mlp_grad),
         (layer0_base + attn_bwd, first_mixer_grad),
     ]
-    if full_ckpt and not compiled and fwd_extra:
+    if recomputed and fwd_extra:
         no_layer_grads = first_mixer_grad + first_mlp_grad + first_out_grad
         instants.append((kept_model_level + x.tokens * x.h * d + fwd_extra, no_layer_grads))
     bwd_layer0_act, layer0_absent_grad = max(instants, key=lambda i: i[0] - i[1])

@@ -280,16 +280,21 @@ def layer_forward_peak(
 PerLayer = Callable[[ModelSpec, Shape, bool], float]  # (view spec, view shape, gqa_copies) → bytes
 
 
+def layer_kinds(
+    spec: ModelSpec, x: Shape, attention: str, start: int, stop: int
+) -> list[tuple[int, ModelSpec, Shape, bool]]:
+    """(layers, view spec, view shape, gqa_copies) for each kind of layer in [start, stop): what a per-layer formula
+    is evaluated on (`layers_saved`, `layers_max`, or several at once by a caller)."""
+    if not spec.layer_runs:
+        return [(stop - start, spec, x, _gqa_copies(spec, attention))]
+    return [(v.count, v.spec, view_shape(x, v.spec), _gqa_copies(v.spec, attention)) for v in views(spec, start, stop)]
+
+
 def _per_view(
     spec: ModelSpec, x: Shape, attention: str, start: int, stop: int, per_layer: PerLayer
 ) -> list[tuple[int, float]]:
     """(layers, `per_layer(view spec, view shape, gqa_copies)`) for each kind of layer in [start, stop)."""
-    if not spec.layer_runs:
-        return [(stop - start, per_layer(spec, x, _gqa_copies(spec, attention)))]
-    return [
-        (v.count, per_layer(v.spec, view_shape(x, v.spec), _gqa_copies(v.spec, attention)))
-        for v in views(spec, start, stop)
-    ]
+    return [(count, per_layer(view, vx, gqa)) for count, view, vx, gqa in layer_kinds(spec, x, attention, start, stop)]
 
 
 def layers_saved(spec: ModelSpec, x: Shape, attention: str, start: int, stop: int, per_layer: PerLayer) -> float:
