@@ -2604,6 +2604,7 @@ ROUND10_NOT_BUILT: dict[str, str] = {
     "mimo": "remote code (the Hub's modeling_mimo.py): not a transformers 5.24 type",
     "nemotron-nas": "remote code (DeciLM, the Hub's modeling_decilm.py): not a transformers 5.24 type",
     "qwen3_vl_moe": "not in the item's list of families (its dense sibling qwen3_vl and Qwen3.5-MoE's layers are in)",
+    # built by round 14 (ROUND14_GEMMA4, by this round's rule); kept here as round 10's record of what it left out
     "gemma4": "read per layer only from main's fe3a30b, after round 10 was designed and measured: for a later round",
 }
 
@@ -2718,6 +2719,163 @@ def round13_cases() -> list[dict]:
     )
 
 
+# Round 14: round 10's 26 configs unchanged plus Gemma 4, the family round 10 left for a later round
+# (ROUND10_NOT_BUILT), three runs per family, none on a shape rounds 10-13 used and none a multiple of a chunk (64,
+# 128 or 256):
+#   (a) generate, bf16, dynamic cache, 1 session x 333 prompt tokens + 7 new;
+#   (b) train bf16, SGD with momentum, full activation checkpointing, 1 x 420 tokens, the optimizer's foreach
+#       implementation stated;
+#   (c) train fp32, AdamW, no checkpointing, 2 x 150 tokens, the optimizer's implementation not stated (torch's
+#       device default, the for-loop on CPU, as round 8's "default" cases).
+# Attention, by the family's position in ROUND14_CONFIGS (round 10's order, Gemma 4 last): run (a) eager at positions
+# 0, 3, 6, ... (index % 3 == 0), run (b) eager at index % 3 == 1, run (c) eager at index % 3 == 2, SDPA otherwise;
+# the families without SDPA (ROUND10_NO_SDPA) eager in every run.
+# Gemma 4 by round 10's rule from gemma-4-26b-a4b.json (the only Gemma 4 config in tests/engine/data/hf_configs/):
+# text_config hidden 2816 -> 256 (f = 256 / 2816), 16 query heads -> 4, KV heads 8 -> 2 and the full layers' global
+# KV heads 2 -> 2 (GQA, rule 1), head_dim 256 -> 64 and global_head_dim 512 -> 128 (by the factor that takes head_dim
+# to 64, as rule 1 scales MLA's qk dims with v_head_dim, so the full layers keep their own, twice as wide, heads);
+# intermediate 2112 -> 192 and moe_intermediate 704 -> 64 (rule 2); 5 sliding : 1 full -> 1 : 1 over 2 layers, the
+# last one full (rule 3), every layer a dense MLP beside the MoE (enable_moe_block) as in the real config; 128 experts
+# top-8 -> 4 top-2 (rule 4); vocabulary (and the unused per-layer-input vocabulary) 2,000, bos 1, eos 2, pad 0,
+# multimodal special-token ids as published (rule 5); sliding window 1024 -> 64 (rule 6); keys as published
+# otherwise (K = V on the full layers, partial/proportional RoPE on them, final logit soft-cap 30, no per-layer
+# inputs, no shared KV layers, tied head), audio_config null as published. AutoModelForCausalLM builds the wrapper
+# (transformers 5.24 maps "gemma4" to Gemma4ForConditionalGeneration, the vision tower and embed_vision included), so
+# the vision tower is shrunk by rule 7: hidden 1152 -> round(1152 f / 64) 64 = 128, 4 heads of 32 (16 x 72 as
+# published, heads x head_dim = hidden; MHA -> 4 KV heads), intermediate 4304 -> 448 (its ratio to the tower's
+# hidden size), depth 27 -> 2 (one block kind); the runs are text-only.
+# Written 2026-12-01 at engine 1e214c9, with round 13 still held out, before any round-14 case was estimated; measured
+# before any comparison.
+ROUND14_GEMMA4 = {
+    "model_type": "gemma4",
+    "audio_config": None,
+    "audio_token_id": 258881,
+    "boa_token_id": 256000,
+    "boi_token_id": 255999,
+    "eoa_token_id": 258883,
+    "eoa_token_index": 258883,
+    "eoi_token_id": 258882,
+    "image_token_id": 258880,
+    "video_token_id": 258884,
+    "vision_soft_tokens_per_image": 280,
+    "tie_word_embeddings": True,
+    "text_config": {
+        "model_type": "gemma4_text",
+        "num_hidden_layers": 2,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "hidden_size": 256,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "global_head_dim": 128,
+        "num_global_key_value_heads": 2,
+        "attention_k_eq_v": True,
+        "num_kv_shared_layers": 0,
+        "intermediate_size": 192,
+        "enable_moe_block": True,
+        "num_experts": 4,
+        "top_k_experts": 2,
+        "moe_intermediate_size": 64,
+        "use_double_wide_mlp": False,
+        "hidden_size_per_layer_input": 0,
+        "vocab_size_per_layer_input": 2000,
+        "sliding_window": 64,
+        "final_logit_softcapping": 30.0,
+        "use_bidirectional_attention": "vision",
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "max_position_embeddings": 262144,
+        "rms_norm_eps": 1e-06,
+        "rope_parameters": {
+            "full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0, "rope_type": "proportional"},
+            "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"},
+        },
+        "tie_word_embeddings": True,
+        "vocab_size": 2000,
+        **ROUND10_IDS,
+    },
+    "vision_config": {
+        "model_type": "gemma4_vision",
+        "num_hidden_layers": 2,
+        "hidden_size": 128,
+        "intermediate_size": 448,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "head_dim": 32,
+        "global_head_dim": 32,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "default_output_length": 280,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "max_position_embeddings": 131072,
+        "patch_size": 16,
+        "pooling_kernel_size": 3,
+        "position_embedding_size": 10240,
+        "rms_norm_eps": 1e-06,
+        "rope_parameters": {"rope_theta": 100.0, "rope_type": "default"},
+        "standardize": True,
+        "use_clipped_linears": False,
+    },
+}
+ROUND14_CONFIGS: dict[str, dict] = {**ROUND10_CONFIGS, "gemma4": ROUND14_GEMMA4}
+ROUND14_GEN_SHAPE = (1, 333, 7)  # sessions, prompt tokens, new tokens: run (a)
+ROUND14_CKPT_TRAIN_SHAPE = (1, 420)  # micro-batch, sequence length: run (b)
+ROUND14_ADAMW_TRAIN_SHAPE = (2, 150)  # micro-batch, sequence length: run (c)
+
+
+def round14_cases() -> list[dict]:
+    """Three runs per family of ROUND14_CONFIGS (see the rule above): (a) generate, (b) SGD-momentum training with
+    full checkpointing (foreach stated), (c) AdamW training (the optimizer's implementation left to torch)."""
+    out = []
+    sessions, prompt, new = ROUND14_GEN_SHAPE
+    ckpt_batch, ckpt_seq = ROUND14_CKPT_TRAIN_SHAPE
+    adamw_batch, adamw_seq = ROUND14_ADAMW_TRAIN_SHAPE
+    for index, (family, cfg) in enumerate(ROUND14_CONFIGS.items()):
+        name = family.replace("_", "")
+        no_sdpa = family in ROUND10_NO_SDPA
+        attention = ["eager" if no_sdpa or index % 3 == run else "sdpa" for run in range(3)]
+        out.append(
+            infer(
+                f"r14-{name}-gen-dynamic-bf16-{attention[0]}-b{sessions}",
+                cfg,
+                precision="bf16",
+                sessions=sessions,
+                input_tokens=prompt,
+                output_tokens=new,
+                layout="dynamic",
+                attention=attention[0],
+            )
+        )
+        out.append(
+            train(
+                f"r14-{name}-train-sgdmomentum-ckpt-bf16-{attention[1]}-b{ckpt_batch}",
+                cfg,
+                precision="bf16",
+                micro_batch=ckpt_batch,
+                seq=ckpt_seq,
+                optimizer="sgd_momentum",
+                ckpt="full",
+                attention=attention[1],
+                optimizer_impl="foreach",
+            )
+        )
+        out.append(
+            train(
+                f"r14-{name}-train-adamw-default-fp32-{attention[2]}-b{adamw_batch}",
+                cfg,
+                precision="fp32",
+                micro_batch=adamw_batch,
+                seq=adamw_seq,
+                optimizer="adamw",
+                ckpt="none",
+                attention=attention[2],
+                optimizer_impl=None,
+            )
+        )
+    return out
+
+
 # Rounds 4, 5 and 8: each written as a hold-out, compared once (HOLDOUT.md: round 4 at engine 95b2199, round 5
 # at 190bec8, round 8 at b6cb233), then tuned on, so they are tuning rounds now. Rounds 6, 7, 9 and 10 are the
 # hold-out: compared once each (round 6 at engine ab06324, round 7 at the engine of 2026-12-01, round 9 after
@@ -2732,7 +2890,8 @@ ROUND10_CASES: list[dict] = round10_cases()
 ROUND11_CASES: list[dict] = round11_cases()
 ROUND12_CASES: list[dict] = round12_cases()
 ROUND13_CASES: list[dict] = round13_cases()
-HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND9_CASES + ROUND13_CASES
+ROUND14_CASES: list[dict] = round14_cases()
+HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND9_CASES + ROUND13_CASES + ROUND14_CASES
 
 # the 17 first cases + the round-1 to round-5 and round-8 hold-outs, each tuned on (or moved up) after its first
 # comparison

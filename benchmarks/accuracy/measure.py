@@ -77,8 +77,9 @@ TEXT_MODEL_CLASSES = {"mllama_text_model": "MllamaForCausalLM"}
 
 
 # parameters outside the language model of a multimodal ForConditionalGeneration (modeling_qwen2_5_vl.py `visual`,
-# modeling_qwen3_vl.py `visual`, modeling_mistral3.py `vision_tower` and `multi_modal_projector`)
-TOWER_MODULES = ("visual", "vision_tower", "multi_modal_projector", "vision_model")
+# modeling_qwen3_vl.py `visual`, modeling_mistral3.py `vision_tower` and `multi_modal_projector`, modeling_gemma4.py
+# `vision_tower` and `embed_vision`: round 14; no earlier case's model has a module of that name)
+TOWER_MODULES = ("visual", "vision_tower", "multi_modal_projector", "vision_model", "embed_vision")
 
 
 def tower_param_count(model) -> int:

@@ -42,9 +42,15 @@ def test_holdout_and_tuning_sets_are_disjoint_and_cover_cases():
     assert tuning == earlier + round10 + round11 + round12
     assert len(set(tuning)) == 526
     # hold-out: round 6, one run per path per model type on new configs, none shared with tuning; round 9: round
-    # 8's mechanisms on new models and paths; round 13: round 10's families on a fourth side of its run axes
-    assert holdout == _names(cases.round6_cases()) + _names(cases.round9_cases()) + _names(cases.round13_cases())
-    assert len(set(holdout)) == len(holdout) == 56 + 10 + 52
+    # 8's mechanisms on new models and paths; round 13: round 10's families on a fourth side of its run axes; round
+    # 14: round 10's families and Gemma 4, three runs each
+    assert holdout == (
+        _names(cases.round6_cases())
+        + _names(cases.round9_cases())
+        + _names(cases.round13_cases())
+        + _names(cases.round14_cases())
+    )
+    assert len(set(holdout)) == len(holdout) == 56 + 10 + 52 + 81
     assert not set(tuning) & set(holdout)
     assert _names(cases.CASES) == tuning + holdout
     assert all(cases.is_holdout(n) for n in holdout)
@@ -192,6 +198,7 @@ def test_report_shows_each_set_and_overall():
     assert "Round-6 hold-out: median |error|" in text
     assert "### Round-9 hold-out (10 cases" in text
     assert "### Round-13 hold-out (52 cases" in text
+    assert "### Round-14 hold-out (81 cases" in text
     assert "- All cases: median |error|" in text
 
 
@@ -382,6 +389,74 @@ def test_round13_flips_round12s_attention_and_runs_a_fourth_side_of_the_axes():
     gens = cases.ROUND13_CASES[::2]
     assert {w["precision"]["compute"] for w in gens} == {"fp32"}
     assert {w["training"]["activation_checkpointing"] for w in cases.ROUND13_CASES[1::2]} == {"full"}
+
+
+def test_round14_runs_three_new_sides_of_the_axes_on_round10s_families_and_gemma4():
+    families = [*ROUND10_FAMILIES, "gemma4"]
+    assert list(cases.ROUND14_CONFIGS) == families
+    assert all(cases.ROUND14_CONFIGS[f] is cases.ROUND10_CONFIGS[f] for f in ROUND10_FAMILIES)
+    assert "gemma4" not in cases.ROUND10_CONFIGS
+    assert len(cases.ROUND14_CASES) == 3 * len(families) == 81
+    # shapes no earlier family round ran, none a multiple of a chunk
+    gens = {getattr(cases, f"ROUND{r}_GEN_SHAPE") for r in (10, 11, 12, 13)}
+    trains = {getattr(cases, f"ROUND{r}_TRAIN_SHAPE") for r in (10, 11, 12, 13)}
+    assert cases.ROUND14_GEN_SHAPE not in gens
+    assert not {cases.ROUND14_CKPT_TRAIN_SHAPE, cases.ROUND14_ADAMW_TRAIN_SHAPE} & trains
+    lengths = (cases.ROUND14_GEN_SHAPE[1], cases.ROUND14_CKPT_TRAIN_SHAPE[1], cases.ROUND14_ADAMW_TRAIN_SHAPE[1])
+    assert lengths == (333, 420, 150)
+    assert all(n % chunk for n in lengths for chunk in (64, 128, 256))
+    runs = zip(cases.ROUND14_CASES[::3], cases.ROUND14_CASES[1::3], cases.ROUND14_CASES[2::3], strict=True)
+    for index, (family, (gen, ckpt, adamw)) in enumerate(zip(families, runs, strict=True)):
+        for w in (gen, ckpt, adamw):
+            assert w["name"].startswith(f"r14-{family.replace('_', '')}-")
+            assert w["model"]["hf_config"] == cases.ROUND14_CONFIGS[family]
+        for run, w in enumerate((gen, ckpt, adamw)):  # eager for run index % 3, SDPA otherwise
+            eager = family in cases.ROUND10_NO_SDPA or index % 3 == run
+            assert w["runtime"] == {"device": "cpu", "attention": "eager" if eager else "sdpa"}, w["name"]
+        i = gen["inference"]
+        assert (i["concurrent_sessions"], i["max_input_tokens"], i["max_output_tokens"]) == (1, 333, 7)
+        assert i["kv_cache_layout"] == "dynamic" and gen["precision"]["compute"] == "bf16"
+        t = ckpt["training"]
+        assert (t["micro_batch_size"], t["sequence_length"], t["optimizer"]) == (1, 420, "sgd_momentum")
+        assert (t["activation_checkpointing"], t["optimizer_impl"]) == ("full", "foreach")
+        assert ckpt["precision"]["compute"] == "bf16"
+        t = adamw["training"]
+        assert (t["micro_batch_size"], t["sequence_length"], t["optimizer"]) == (2, 150, "adamw")
+        assert t["activation_checkpointing"] == "none" and "optimizer_impl" not in t  # torch's device default
+        assert adamw["precision"]["compute"] == "fp32"
+    # Gemma 4 by round 10's rule: the wrapper (its causal LM in transformers 5.24) with a shrunk vision tower
+    g4 = cases.ROUND14_CONFIGS["gemma4"]
+    text = g4["text_config"]
+    assert g4["model_type"] == "gemma4" and text["model_type"] == "gemma4_text" and g4["audio_config"] is None
+    assert (text["hidden_size"], text["num_attention_heads"], text["num_key_value_heads"]) == (256, 4, 2)
+    assert (text["head_dim"], text["global_head_dim"], text["num_global_key_value_heads"]) == (64, 128, 2)
+    assert text["layer_types"] == ["sliding_attention", "full_attention"] and text["sliding_window"] == 64
+    assert (text["num_experts"], text["top_k_experts"], text["moe_intermediate_size"]) == (4, 2, 64)
+    assert text["intermediate_size"] == 192 and text["enable_moe_block"] and text["attention_k_eq_v"]
+    assert text["vocab_size"] == 2000 and (text["bos_token_id"], text["eos_token_id"]) == (1, 2)
+    assert (g4["vision_config"]["hidden_size"], g4["vision_config"]["num_hidden_layers"]) == (128, 2)
+    # the model types round 14 runs: round 10's and Gemma 4's
+    assert {_text(w["model"]["hf_config"])["model_type"] for w in cases.ROUND14_CASES} == {
+        _text(c)["model_type"] for c in cases.ROUND10_CONFIGS.values()
+    } | {"gemma4_text"}
+
+
+def test_round14_measurements_are_of_the_run_with_the_stated_or_default_optimizer():
+    from benchmarks.accuracy.__main__ import RESULTS
+
+    recorded = json.loads(RESULTS.read_text())["cases"]
+    for w in cases.ROUND14_CASES:
+        m = recorded[w["name"]]
+        assert m["setup"]["end"] == m["weights_bytes"], w["name"]
+        assert m["baseline_bytes"] == m["known_live_at_window_start"]
+        assert m["versions"]["transformers"] == "5.24.0" and m["versions"]["torch"].startswith("2.13.0")
+        if w["task"] == "training":
+            assert m["optimizer_impl"] == w["training"].get("optimizer_impl", "for_loop"), w["name"]
+        else:
+            assert m["generated_tokens"] == 7
+    gemma4 = [recorded[w["name"]] for w in cases.ROUND14_CASES if w["name"].startswith("r14-gemma4-")]
+    assert len(gemma4) == 3
+    assert all(m["model_class"] == "Gemma4ForConditionalGeneration" and m["tower_param_count"] for m in gemma4)
 
 
 def test_round10_measurements_are_of_the_run_not_the_initialisation():
