@@ -16,7 +16,13 @@ from catalog.units import format_bytes
 
 from .chart import timeline_svg
 from .models import AcceptanceJob, Measurement, Order, RegisteredProgram
-from .services import ServiceError, node_usable_memory_bytes, program_validate_template
+from .services import (
+    PROVENANCE_LABELS,
+    ServiceError,
+    node_usable_memory_bytes,
+    program_validate_template,
+    review_uploads,
+)
 
 
 def _size(value: int | None) -> str:
@@ -112,11 +118,26 @@ class AcceptanceJobAdmin(ReadOnlyAdmin):
 
 @admin.register(Measurement)
 class MeasurementAdmin(ReadOnlyAdmin):
-    list_display = ["id", "order", "outcome", "source", "device_used", "framework_allocated", "host_rss", "created_at"]
-    list_filter = ["outcome", "source"]
-    list_select_related = ["order__workload", "order__configuration"]
-    fields = readonly_fields = ("order", "job", "source", "node", "outcome", "timeline_chart", "peaks_table",
-                                "ratios_table", "pretty_document", "created_at")  # fmt: skip
+    list_display = ["id", "order", "outcome", "provenance_label", "device_used", "framework_allocated", "host_rss",
+                    "created_at"]  # fmt: skip
+    list_filter = ["outcome", "source", ("review", admin.EmptyFieldListFilter)]
+    list_select_related = ["order__workload", "order__configuration", "review"]
+    fields = readonly_fields = ("order", "job", "source", "provenance_label", "node", "outcome", "timeline_chart",
+                                "peaks_table", "ratios_table", "pretty_document", "created_at")  # fmt: skip
+    actions = ["mark_reviewed"]
+
+    @admin.display(description="provenance")
+    def provenance_label(self, obj: Measurement) -> str:
+        return PROVENANCE_LABELS[obj.provenance]
+
+    def has_review_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("measurements.add_measurementreview")
+
+    @admin.action(description="Mark the selected uploads reviewed (they then calibrate for every viewer)",
+                  permissions=["review"])  # fmt: skip
+    def mark_reviewed(self, request: HttpRequest, queryset) -> None:
+        reviewed = review_uploads(queryset, request.user)
+        self.message_user(request, f"{reviewed} upload{'s' if reviewed != 1 else ''} marked reviewed.")
 
     @admin.display(description="device used", ordering="device_used_peak_bytes")
     def device_used(self, obj: Measurement) -> str:

@@ -4,13 +4,24 @@ Every acceptance measurement compared with a budget gives, per view, the ratio m
 (``acceptance.view_ratios``; latency adds the view ``ms_per_output_token``). Grouped by (architecture,
 engine, task) and view, the ratios give a **correction** and a **spread**:
 
-- correction = the median ratio, once at least ``MIN_MEASUREMENTS`` measurements agree on the group.
-  The median, not the mean: one run with a stray allocation (or a noisy neighbour on the latency) moves a
-  mean by its whole excess and a median of three or more not at all. Below the minimum there is no
-  correction: two runs that disagree cannot tell which one is typical.
-- spread = the largest |ratio − correction| in the group (|ratio − 1| while there is no correction): the
-  worst miss, as a fraction of the estimate, that a corrected estimate has shown on this group. A margin
-  that is meant to hold for the next run must be at least this wide.
+- correction = the median ratio over **independent orders** (each order's own median first), once at least
+  ``MIN_ORDERS`` orders agree on the group. The median, not the mean: one run with a stray allocation (or a noisy
+  neighbour on the latency) moves a mean by its whole excess and a median of three or more not at all. Orders, not
+  runs: three uploads of one run on one order are one observation. Below the minimum there is no correction: two
+  orders that disagree cannot tell which one is typical.
+- outliers: an order whose ratio lies more than ``OUTLIER_Z`` modified z-scores from the group's median (Iglewicz and
+  Hoaglin's rule: 0.6745 × |x − median| / MAD > 3.5) is dropped from the median and listed with the correction.
+- band: a correction outside ``CORRECTION_BAND`` is not applied but flagged: a factor beyond ×2 either way says the
+  estimate or the run is wrong, not noisy (the engine's worst miss on the published GPU references is 20.2 %,
+  ``python -m benchmarks.gpu_published``), and scaling it away would hide that.
+- spread = the largest |ratio − correction| in the group, dropped outliers included (|ratio − 1| while there is no
+  correction): the worst miss, as a fraction of the estimate, that a corrected estimate has shown on this group. A
+  margin that is meant to hold for the next run must be at least this wide.
+
+Provenance (``CalibrationRecord.provenance``): a measurement of an acceptance job run by a registered node is
+``node_verified``; an upload is reported by its owner, ``reviewed_upload`` once staff have reviewed it. Only those two
+calibrate for anyone but the owner; an owner's own unreviewed uploads calibrate the owner's own view, labelled
+``own_upload`` (the services choose the records per viewer; the sentences here name what was used).
 
 Evidence levels, best first: ``measured_here`` (this configuration, a similar workload) >
 ``measured_architecture`` (another configuration of the same architecture, a similar workload) >
@@ -27,8 +38,18 @@ from enum import IntEnum
 
 #: The latency view: milliseconds per output token (every other view is bytes of memory).
 LATENCY_VIEW = "ms_per_output_token"
-#: Fewest measurements of a group whose median becomes a correction (see the module docstring).
-MIN_MEASUREMENTS = 3
+#: Fewest independent orders of a group whose median becomes a correction (see the module docstring).
+MIN_ORDERS = 3
+#: Iglewicz and Hoaglin (1993), "How to Detect and Handle Outliers", ASQC Basic References in Quality Control 16:
+#: a modified z-score 0.6745 × (x − median) / MAD beyond 3.5 marks a potential outlier.
+OUTLIER_Z = 3.5
+#: Corrections applied only inside this band (see the module docstring); outside it they are flagged.
+CORRECTION_BAND = (0.5, 2.0)
+#: Where a measurement came from (``CalibrationRecord.provenance``).
+NODE_VERIFIED = "node_verified"
+REVIEWED_UPLOAD = "reviewed_upload"
+OWN_UPLOAD = "own_upload"
+PROVENANCES = (NODE_VERIFIED, REVIEWED_UPLOAD, OWN_UPLOAD)
 #: Similar workloads differ in concurrent sessions and in tokens per request by at most this factor.
 SIMILAR_SIZE_FACTOR = 2.0
 
@@ -62,6 +83,7 @@ class CalibrationRecord:
     estimated_low: float | None  # same unit, the budget's low figure, when it gave one
     estimated_high: float | None  # same unit, the budget's high figure, when it gave one
     workload: WorkloadSummary
+    provenance: str = NODE_VERIFIED  # one of PROVENANCES
 
     @property
     def ratio(self) -> float:
@@ -80,10 +102,14 @@ class Correction:
     engine: str
     task: str
     view: str
-    factor: float | None  # median measured / estimated; None with fewer than MIN_MEASUREMENTS
+    factor: float | None  # median measured / estimated over orders; None below MIN_ORDERS or outside the band
     spread: float  # max |ratio − factor| (|ratio − 1| without a factor), a fraction of the estimate
     n: int  # measurements in the group
     measurement_ids: tuple[int, ...]
+    orders: int = 0  # independent orders in the group
+    dropped: tuple[int, ...] = ()  # measurement ids of the orders dropped as outliers
+    flagged: float | None = None  # the median when it fell outside CORRECTION_BAND (then not applied)
+    own_uploads: int = 0  # measurements among them that are the viewer's own unreviewed uploads
 
 
 class EvidenceLevel(IntEnum):
@@ -121,8 +147,20 @@ def build_calibration(records: Iterable[CalibrationRecord]) -> dict[GroupKey, Co
 
 
 def _correction(key: GroupKey, members: Sequence[CalibrationRecord]) -> Correction:
-    ratios = [record.ratio for record in members]
-    factor = statistics.median(ratios) if len(ratios) >= MIN_MEASUREMENTS else None
+    by_order: dict[int, list[CalibrationRecord]] = defaultdict(list)
+    for record in members:
+        by_order[record.order_id].append(record)
+    per_order = {order: statistics.median(r.ratio for r in rows) for order, rows in by_order.items()}
+    kept, dropped_orders = _without_outliers(per_order)
+    factor: float | None = None
+    flagged: float | None = None
+    if len(per_order) >= MIN_ORDERS:
+        median = statistics.median(kept.values())
+        low, high = CORRECTION_BAND
+        if low <= median <= high:
+            factor = median
+        else:
+            flagged = median
     centre = 1.0 if factor is None else factor
     architecture, engine, task, view = key
     return Correction(
@@ -131,10 +169,27 @@ def _correction(key: GroupKey, members: Sequence[CalibrationRecord]) -> Correcti
         task=task,
         view=view,
         factor=factor,
-        spread=max(abs(ratio - centre) for ratio in ratios),
-        n=len(ratios),
+        spread=max(abs(record.ratio - centre) for record in members),
+        n=len(members),
         measurement_ids=tuple(sorted({record.measurement_id for record in members})),
+        orders=len(per_order),
+        dropped=tuple(sorted({r.measurement_id for order in dropped_orders for r in by_order[order]})),
+        flagged=flagged,
+        own_uploads=sum(record.provenance == OWN_UPLOAD for record in members),
     )
+
+
+def _without_outliers(values: Mapping[int, float]) -> tuple[dict[int, float], list[int]]:
+    """``values`` without those beyond OUTLIER_Z modified z-scores of their median, and the keys dropped. With a
+    median absolute deviation of 0 (most values equal) there is no scale to judge by: nothing is dropped."""
+    if len(values) < MIN_ORDERS:
+        return dict(values), []
+    median = statistics.median(values.values())
+    mad = statistics.median(abs(v - median) for v in values.values())
+    if mad == 0:
+        return dict(values), []
+    dropped = [key for key, v in values.items() if 0.6745 * abs(v - median) / mad > OUTLIER_Z]
+    return {key: v for key, v in values.items() if key not in dropped}, dropped
 
 
 def similar_workload(a: WorkloadSummary, b: WorkloadSummary, factor: float = SIMILAR_SIZE_FACTOR) -> bool:
@@ -198,16 +253,30 @@ def apply_correction(value: float, correction: Correction | None) -> CorrectedFi
     if correction is None:
         return CorrectedFigure(value, 1.0, "Not corrected: no acceptance measurement of this group.")
     group = f"{correction.architecture} / {correction.engine} / {correction.task}, view {correction.view}"
+    measured = f"{correction.n} acceptance measurement{'s' if correction.n != 1 else ''}"
+    orders = f"{correction.orders} order{'s' if correction.orders != 1 else ''}"
+    own = (
+        f"; {correction.own_uploads} of them your own uploads, not reviewed by staff" if correction.own_uploads else ""
+    )
+    if correction.flagged is not None:
+        low, high = CORRECTION_BAND
+        return CorrectedFigure(
+            value,
+            1.0,
+            f"Not corrected: the median measured / estimated of {measured} on {orders} of {group} is "
+            f"{correction.flagged:.3f}, outside the band {low:g}–{high:g} a correction is applied in; the estimate or "
+            f"the runs need a look{own}.",
+        )
     if correction.factor is None:
         return CorrectedFigure(
             value,
             1.0,
-            f"Not corrected: {correction.n} acceptance measurement{'s' if correction.n != 1 else ''} of {group}; "
-            f"a correction needs at least {MIN_MEASUREMENTS}.",
+            f"Not corrected: {measured} on {orders} of {group}; a correction needs at least {MIN_ORDERS} orders{own}.",
         )
+    dropped = f"; dropped as outliers: {', '.join(f'#{i}' for i in correction.dropped)}" if correction.dropped else ""
     return CorrectedFigure(
         value * correction.factor,
         correction.factor,
-        f"Corrected × {correction.factor:.3f}: the median measured / estimated of {correction.n} acceptance "
-        f"measurements of {group} (worst miss after correction ±{correction.spread:.1%}).",
+        f"Corrected × {correction.factor:.3f}: the median measured / estimated over {orders} ({measured}) of {group} "
+        f"(worst miss after correction ±{correction.spread:.1%}){dropped}{own}.",
     )

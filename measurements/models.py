@@ -195,6 +195,14 @@ class Measurement(models.Model):
         super().save(*args, **kwargs)
 
     @property
+    def provenance(self) -> str:
+        """``node_verified`` (an acceptance job's run on a registered node), ``reviewed_upload`` or ``upload``
+        (reported by the order's owner, not reviewed by staff)."""
+        if self.source == MeasurementSource.JOB:
+            return "node_verified"
+        return "reviewed_upload" if hasattr(self, "review") else "upload"
+
+    @property
     def peaks(self) -> dict[str, int | None]:
         return {
             "device_used": self.device_used_peak_bytes,
@@ -202,3 +210,16 @@ class Measurement(models.Model):
             "framework_allocated": self.framework_allocated_peak_bytes,
             "host_rss": self.host_rss_peak_bytes,
         }
+
+
+class MeasurementReview(models.Model):
+    """A staff member's review of an uploaded measurement: from then on it calibrates for every viewer, not only
+    for its owner (``measurements.calibration``, provenance). The measurement itself stays immutable."""
+
+    measurement = models.OneToOneField(Measurement, on_delete=models.CASCADE, related_name="review")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    note = models.TextField(blank=True, help_text="What was checked (the command line it ran, the hardware).")
+    reviewed_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"review of measurement {self.measurement_id}"

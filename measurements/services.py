@@ -35,7 +35,7 @@ from workers.runner.plan import PlaceholderError, program_argv, template_placeho
 from . import acceptance, calibration
 from .choices import FailureKind, JobStatus, MeasurementSource, OrderStatus
 from .document import MAX_BYTES, MAX_MS, MeasurementDocument
-from .models import AcceptanceJob, Measurement, Order, RegisteredProgram
+from .models import AcceptanceJob, Measurement, MeasurementReview, Order, RegisteredProgram
 
 logger = logging.getLogger(__name__)
 
@@ -682,7 +682,7 @@ def calibration_records(
     One query: the order, workload, configuration and architecture come with each row.
     """
     rows = queryset.filter(outcome=acceptance.OUTCOME_SUCCEEDED, budget__isnull=False).select_related(
-        "order__workload", "order__configuration__accelerator__architecture"
+        "order__workload", "order__configuration__accelerator__architecture", "review"
     )
     records: list[calibration.CalibrationRecord] = []
     for measurement in rows:
@@ -738,9 +738,38 @@ def _records(measurement: Measurement, figures: list[tuple[str, float, float]]) 
             estimated_low=bounds.get(view, (None, None))[0],
             estimated_high=bounds.get(view, (None, None))[1],
             workload=workload,
+            provenance=_provenance(measurement),
         )
         for view, measured, estimated in figures
     ]
+
+
+def _provenance(measurement: Measurement) -> str:
+    """Where a measurement came from, as calibration names it: an upload nobody reviewed is its owner's own."""
+    kind = measurement.provenance
+    return calibration.OWN_UPLOAD if kind == "upload" else kind
+
+
+#: What the admin and the API call each provenance (``Measurement.provenance``).
+PROVENANCE_LABELS = {
+    "node_verified": "node-verified (an acceptance job on a registered node)",
+    "reviewed_upload": "upload, reviewed by staff",
+    "upload": "upload, reported by its owner (not reviewed)",
+}
+
+
+def review_uploads(queryset: models.QuerySet[Measurement], reviewer: Any, note: str = "") -> int:
+    """Mark the unreviewed uploads of ``queryset`` reviewed by ``reviewer``; how many were marked."""
+    pending = queryset.filter(source=MeasurementSource.UPLOAD, review__isnull=True)
+    reviews = [MeasurementReview(measurement=m, reviewer=reviewer, note=note) for m in pending]
+    MeasurementReview.objects.bulk_create(reviews, ignore_conflicts=True)
+    return len(reviews)
+
+
+def trusted_measurements(queryset: models.QuerySet[Measurement]) -> models.QuerySet[Measurement]:
+    """The measurements that may calibrate for someone other than their owner: acceptance jobs' runs on registered
+    nodes, and uploads staff have reviewed (``MeasurementReview``)."""
+    return queryset.filter(Q(source=MeasurementSource.JOB) | Q(review__isnull=False))
 
 
 def _architecture_slug(configuration: Configuration) -> str:

@@ -23,7 +23,14 @@ from budgets.engine import validation_errors
 from budgets.models import Workload
 from budgets.services import BudgetOutOfRange, workload_validate
 from catalog.units import format_bytes
-from measurements.calibration import LATENCY_VIEW, CalibrationRecord, build_calibration
+from measurements.calibration import (
+    CORRECTION_BAND,
+    LATENCY_VIEW,
+    MIN_ORDERS,
+    OUTLIER_Z,
+    CalibrationRecord,
+    build_calibration,
+)
 
 from . import services
 from .charts import Point, budget_bar_svg, scatter_svg
@@ -146,5 +153,9 @@ def calibration_view(request: HttpRequest, site: admin.AdminSite) -> HttpRespons
         "charts": _charts(records),
         "corrections": corrections,
         "measurement_count": len({r.measurement_id for r in records}),
+        "min_orders": MIN_ORDERS,
+        "outlier_z": OUTLIER_Z,
+        "band_low": CORRECTION_BAND[0],
+        "band_high": CORRECTION_BAND[1],
     }
     return render(request, "recommendations/admin/calibration.html", context)

@@ -29,7 +29,7 @@ from budgets.services import budget_compute, workload_validate
 from catalog.selectors import catalog_version
 from measurements.calibration import CalibrationRecord, WorkloadSummary
 from measurements.models import Measurement
-from measurements.services import calibration_records, workload_summary
+from measurements.services import calibration_records, trusted_measurements, workload_summary
 
 from .plans import ConfigurationView
 from .ranking import Filters
@@ -84,9 +84,13 @@ def catalog_views() -> tuple[ConfigurationView, ...]:
 
 
 def _visible_measurements(user: Any | None) -> QuerySet[Measurement]:
-    """Measurements of the caller's orders (staff: all; no user, as from the command line: all)."""
+    """The measurements that calibrate the caller's recommendations: its own orders' (its unreviewed uploads
+    included, labelled as its own); for staff and the command line, every order's node-verified runs and reviewed
+    uploads, never another user's unreviewed upload (``measurements.calibration``, provenance)."""
     rows = Measurement.objects.all()
-    return rows if user is None else rows.visible_to(user)
+    if user is None or user.is_staff:
+        return trusted_measurements(rows)
+    return rows.visible_to(user)
 
 
 def _latency_estimator(views: dict[str, ConfigurationView]):
@@ -109,9 +113,10 @@ def _latency_estimator(views: dict[str, ConfigurationView]):
 
 
 #: What the calibration records of a set of measurements are kept under: count, highest id and sum of the
-#: ids (rows added or removed, also when an earlier id commits late and another row is deleted), and the sum
-#: of the job ids (a deleted job leaves its measurements with no job: ``on_delete=SET_NULL``).
-Fingerprint = tuple[int, int | None, int | None, int | None]
+#: ids (rows added or removed, also when an earlier id commits late and another row is deleted), the sum
+#: of the job ids (a deleted job leaves its measurements with no job: ``on_delete=SET_NULL``) and of their reviews'
+#: ids (a review changes a record's provenance).
+Fingerprint = tuple[int, int | None, int | None, int | None, int | None]
 
 #: How many calibration records this process keeps, over every visibility scope (a user, or everything);
 #: the least recently used scopes are dropped first (one scope is kept whatever its size). A record is a few
@@ -190,8 +195,10 @@ def _scope(user: Any | None) -> Any:
 
 
 def _fingerprint(visible: QuerySet[Measurement]) -> Fingerprint:
-    numbers = visible.aggregate(count=Count("id"), top=Max("id"), ids=Sum("id"), jobs=Sum("job_id"))
-    return (int(numbers["count"]), numbers["top"], numbers["ids"], numbers["jobs"])
+    numbers = visible.aggregate(
+        count=Count("id"), top=Max("id"), ids=Sum("id"), jobs=Sum("job_id"), reviews=Sum("review__id")
+    )
+    return (int(numbers["count"]), numbers["top"], numbers["ids"], numbers["jobs"], numbers["reviews"])
 
 
 def acceptance_records(views: Iterable[ConfigurationView], user: Any | None) -> list[CalibrationRecord]:

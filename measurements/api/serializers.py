@@ -14,6 +14,7 @@ from catalog.models import Configuration
 
 from ..choices import FailureKind
 from ..models import AcceptanceJob, Measurement, Order, RegisteredProgram
+from ..services import PROVENANCE_LABELS
 
 logger = logging.getLogger(__name__)
 
@@ -22,11 +23,17 @@ class MeasurementSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.name", allow_null=True, read_only=True, default=None)
     peaks = serializers.SerializerMethodField(help_text="Peak bytes per view (null when the view could not be read).")
     reasons = serializers.SerializerMethodField(help_text="Why each null view could not be read.")
+    provenance = serializers.ChoiceField(
+        choices=sorted(PROVENANCE_LABELS),
+        read_only=True,
+        help_text="node_verified: an acceptance job's run on a registered node; upload: reported by the order's "
+        "owner (calibrates only the owner's own recommendations); reviewed_upload: an upload staff have reviewed.",
+    )
 
     class Meta:
         model = Measurement
-        fields = ["id", "order", "job", "source", "node", "outcome", "peaks", "reasons", "ratios", "document",
-                  "created_at"]  # fmt: skip
+        fields = ["id", "order", "job", "source", "provenance", "node", "outcome", "peaks", "reasons", "ratios",
+                  "document", "created_at"]  # fmt: skip
         read_only_fields = fields
 
     def get_peaks(self, obj: Measurement) -> dict[str, int | None]:

@@ -143,7 +143,8 @@ class OrderViewSet(
     def measurements(self, request: Request, pk: str | None = None) -> Response:
         order = self._order_for_upload(request, pk) if request.method == "POST" else self._owned(request)
         if request.method == "GET":
-            return self._page(Measurement.objects.filter(order=order).select_related("node"), MeasurementSerializer)
+            rows = Measurement.objects.filter(order=order).select_related("node", "review")
+            return self._page(rows, MeasurementSerializer)
         document = MeasurementDocument.model_validate(_body(request))
         measurement, created = services.measurement_record(order, document, source=MeasurementSource.UPLOAD)
         return Response(MeasurementSerializer(measurement).data, status=201 if created else 200)
@@ -218,7 +219,7 @@ class MeasurementViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self) -> QuerySet[Measurement]:
         if getattr(self, "swagger_fake_view", False):
             return Measurement.objects.none()
-        return Measurement.objects.visible_to(self.request.user).select_related("node")
+        return Measurement.objects.visible_to(self.request.user).select_related("node", "review")
 
 
 PROGRAM_ERRORS = {**ERRORS, 403: FORBIDDEN}

@@ -50,3 +50,30 @@ def test_the_chart_keeps_a_spike_and_escapes_its_title() -> None:
     ys = [float(p.split(",")[1]) for p in re.search(r'points="([^"]+)"', svg).group(1).split()]
     assert min(ys) < ys[0] and ys[0] == ys[2]  # the spike is the highest point (smallest y)
     assert "no samples" in timeline_svg([], title="empty")
+
+
+def test_the_list_shows_provenance_and_staff_with_the_permission_mark_uploads_reviewed(
+    admin_client, client, django_user_model, measured: Measurement
+) -> None:
+    upload, _ = services.measurement_record(
+        measured.order,
+        measurement_document(peaks={"framework_allocated_bytes": 3 * 2**20, "host_rss_bytes": 400 * 2**20}),
+        source="upload",
+    )
+    page = admin_client.get("/admin/measurements/measurement/").content.decode()
+    assert "node-verified (an acceptance job on a registered node)" in page
+    assert "upload, reported by its owner (not reviewed)" in page
+
+    # staff without the review permission are not offered the action
+    django_user_model.objects.create_user("clerk", password="pw", is_staff=True)
+    client.login(username="clerk", password="pw")
+    client.post("/admin/measurements/measurement/", {"action": "mark_reviewed", "_selected_action": [upload.pk]})
+    assert not hasattr(Measurement.objects.get(pk=upload.pk), "review")
+
+    response = admin_client.post(
+        "/admin/measurements/measurement/", {"action": "mark_reviewed", "_selected_action": [upload.pk, measured.pk]}
+    )
+    assert response.status_code == 302
+    reviewed = Measurement.objects.select_related("review__reviewer").get(pk=upload.pk)
+    assert reviewed.provenance == "reviewed_upload" and reviewed.review.reviewer.username == "admin"
+    assert not hasattr(Measurement.objects.get(pk=measured.pk), "review")  # a node's run needs no review

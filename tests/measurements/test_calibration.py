@@ -10,8 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from measurements.calibration import (
+    CORRECTION_BAND,
     LATENCY_VIEW,
-    MIN_MEASUREMENTS,
+    MIN_ORDERS,
+    OWN_UPLOAD,
     CalibrationRecord,
     EvidenceIndex,
     EvidenceLevel,
@@ -28,11 +30,14 @@ _ids = itertools.count(1)
 
 
 def record(ratio: float, *, configuration: str = "h100-x1", architecture: str = "hopper", view: str = "device_used",
-           workload: WorkloadSummary = WORKLOAD) -> CalibrationRecord:  # fmt: skip
+           workload: WorkloadSummary = WORKLOAD, order: int | None = None,
+           provenance: str = "node_verified") -> CalibrationRecord:  # fmt: skip
+    """One measured view; each on its own order unless ``order`` says otherwise."""
     estimated = 60 * 2**30
+    measurement = next(_ids)
     return CalibrationRecord(
-        measurement_id=next(_ids),
-        order_id=1,
+        measurement_id=measurement,
+        order_id=measurement if order is None else order,
         job_id=None,
         configuration=configuration,
         architecture=architecture,
@@ -42,10 +47,14 @@ def record(ratio: float, *, configuration: str = "h100-x1", architecture: str = 
         estimated_low=None,
         estimated_high=None,
         workload=workload,
+        provenance=provenance,
     )
 
 
-@given(ratio=st.floats(0.2, 5.0), n=st.integers(MIN_MEASUREMENTS, 12))
+BAND = st.floats(*CORRECTION_BAND)
+
+
+@given(ratio=BAND, n=st.integers(MIN_ORDERS, 12))
 def test_identical_ratios_give_that_ratio_and_no_spread(ratio: float, n: int) -> None:
     (correction,) = build_calibration(record(ratio) for _ in range(n)).values()
     assert correction.factor == pytest.approx(ratio)
@@ -53,30 +62,59 @@ def test_identical_ratios_give_that_ratio_and_no_spread(ratio: float, n: int) ->
     assert correction.n == n
 
 
-@given(ratios=st.lists(st.floats(0.2, 5.0), min_size=1, max_size=MIN_MEASUREMENTS - 1))
+@given(ratios=st.lists(st.floats(0.2, 5.0), min_size=1, max_size=MIN_ORDERS - 1))
 def test_below_the_minimum_there_is_no_correction_and_the_spread_is_around_one(ratios: list[float]) -> None:
     (correction,) = build_calibration(record(r) for r in ratios).values()
     assert correction.factor is None
     assert correction.spread == pytest.approx(max(abs(r - 1) for r in ratios))
     corrected = apply_correction(100.0, correction)
     assert (corrected.value, corrected.factor) == (100.0, 1.0)
-    assert f"needs at least {MIN_MEASUREMENTS}" in corrected.sentence
+    assert f"needs at least {MIN_ORDERS} orders" in corrected.sentence
 
 
-@given(ratios=st.lists(st.floats(0.2, 5.0), min_size=MIN_MEASUREMENTS, max_size=15))
-def test_the_correction_is_the_median_and_the_spread_covers_every_ratio(ratios: list[float]) -> None:
+@given(ratios=st.lists(BAND, min_size=MIN_ORDERS, max_size=15))
+def test_the_correction_lies_among_the_ratios_and_the_spread_covers_every_ratio(ratios: list[float]) -> None:
     records = [record(r) for r in ratios]
     (correction,) = build_calibration(records).values()
     stored = [r.ratio for r in records]  # measured / estimated, as the records hold them
     assert correction.factor is not None
     assert min(stored) <= correction.factor <= max(stored)
-    assert all(abs(r - correction.factor) <= correction.spread for r in stored)
+    assert all(abs(r - correction.factor) <= correction.spread for r in stored)  # outliers included
 
 
-def test_one_stray_run_does_not_move_the_median() -> None:
-    (correction,) = build_calibration([record(1.05), record(1.06), record(1.04), record(3.0)]).values()
-    assert correction.factor == pytest.approx(1.055)
-    assert correction.spread == pytest.approx(3.0 - 1.055)
+def test_one_stray_run_is_dropped_as_an_outlier_and_listed_but_still_widens_the_spread() -> None:
+    stray = record(3.0)
+    (correction,) = build_calibration([record(1.05), record(1.06), record(1.04), stray]).values()
+    # median 1.055, MAD 0.01: 0.6745 × 1.945 / 0.01 = 131 modified z-scores (> 3.5)
+    assert correction.factor == pytest.approx(1.05)
+    assert correction.dropped == (stray.measurement_id,)
+    assert correction.spread == pytest.approx(3.0 - 1.05)
+    assert f"dropped as outliers: #{stray.measurement_id}" in apply_correction(100.0, correction).sentence
+
+
+def test_runs_of_one_order_are_one_observation() -> None:
+    """Three uploads on one order (the forged-calibration report: 3 × device_used = 1 B) are one order, not three."""
+    (correction,) = build_calibration(record(0.9, order=7) for _ in range(MIN_ORDERS)).values()
+    assert (correction.orders, correction.n, correction.factor) == (1, MIN_ORDERS, None)
+    assert f"needs at least {MIN_ORDERS} orders" in apply_correction(100.0, correction).sentence
+
+
+@given(ratio=st.one_of(st.floats(1e-12, CORRECTION_BAND[0], exclude_max=True),
+                       st.floats(CORRECTION_BAND[1], 1e6, exclude_min=True)))  # fmt: skip
+def test_a_correction_outside_the_band_is_flagged_and_not_applied(ratio: float) -> None:
+    (correction,) = build_calibration(record(ratio) for _ in range(MIN_ORDERS)).values()
+    assert correction.factor is None
+    assert correction.flagged == pytest.approx(ratio)
+    corrected = apply_correction(100.0, correction)
+    assert (corrected.value, corrected.factor) == (100.0, 1.0)
+    assert "outside the band" in corrected.sentence
+
+
+def test_the_sentence_says_how_many_of_the_measurements_are_the_viewers_own_uploads() -> None:
+    records = [record(1.1), record(1.1), record(1.1, provenance=OWN_UPLOAD)]
+    (correction,) = build_calibration(records).values()
+    assert correction.own_uploads == 1
+    assert "1 of them your own uploads, not reviewed by staff" in apply_correction(100.0, correction).sentence
 
 
 def test_groups_are_per_architecture_engine_task_and_view() -> None:
@@ -103,7 +141,7 @@ def test_the_correction_sentence_names_the_factor_the_view_and_n() -> None:
     (correction,) = build_calibration(records).values()
     corrected = apply_correction(50.0, correction)
     assert corrected.value == pytest.approx(55.0)
-    assert "× 1.100" in corrected.sentence and "of 3 acceptance measurements" in corrected.sentence
+    assert "× 1.100" in corrected.sentence and "over 3 orders (3 acceptance measurements)" in corrected.sentence
     assert "device_used" in corrected.sentence
     assert correction.measurement_ids == tuple(sorted(r.measurement_id for r in records))
     assert apply_correction(50.0, None).value == 50.0

@@ -38,11 +38,15 @@ SUMMARY = WorkloadSummary("llama-3.1-70b", "inference", "vllm", "bf16", 16, 9216
 _ids = itertools.count(1)
 
 
-def _record(configuration: str, ratio: float, view_name: str = "vllm_need") -> CalibrationRecord:
+def _record(
+    configuration: str, ratio: float, view_name: str = "vllm_need", order: int | None = None
+) -> CalibrationRecord:
+    """One measured view, on its own order unless ``order`` says otherwise (a correction counts orders)."""
     estimated = 50 * 2**30
+    measurement = next(_ids)
     return CalibrationRecord(
-        measurement_id=next(_ids),
-        order_id=7,
+        measurement_id=measurement,
+        order_id=measurement if order is None else order,
         job_id=9,
         configuration=configuration,
         architecture="hopper-sm90",
@@ -97,7 +101,8 @@ def test_top_keeps_the_best_entries() -> None:
 
 def test_a_measurement_on_the_configuration_is_its_evidence_and_calibrates_the_margin() -> None:
     slug = "h100-sxm-80gb-x4-r550"
-    records = [_record(slug, 1.02), _record(slug, 1.10), _record(slug, 1.30), _record(slug, 1.0, "ms_per_output_token")]
+    records = [_record(slug, 1.02), _record(slug, 1.10), _record(slug, 1.30)]
+    records.append(_record(slug, 1.0, "ms_per_output_token", order=records[0].order_id))
     calibration = Calibration.build(records, SUMMARY)
     plain, measured = (
         recommend(llama70b(), [view(slug)])[0],
@@ -105,7 +110,7 @@ def test_a_measurement_on_the_configuration_is_its_evidence_and_calibrates_the_m
     )
     assert measured.evidence.level == EvidenceLevel.MEASURED_HERE
     assert {m["measurement"] for m in measured.evidence.measurements} == {r.measurement_id for r in records}
-    assert {m["order"] for m in measured.evidence.measurements} == {7}
+    assert {m["order"] for m in measured.evidence.measurements} == {r.order_id for r in records}
     assert measured.per_device_bytes == int(plain.per_device_bytes * 1.10)  # the median ratio
     assert measured.margin.set_by == "calibration_spread"  # worst miss 0.20 of the need, above 10 % of usable
     assert "Corrected × 1.100" in measured.evidence.correction

@@ -78,14 +78,20 @@ def test_a_new_or_deleted_measurement_is_seen_by_the_next_call(user, configurati
     assert measurement_ids(user) == {three.pk}
 
 
-def test_each_caller_keeps_its_own_records_and_staff_see_everyones(user, other_user, staff_user, configuration):
+def test_each_caller_keeps_its_own_records_and_staff_see_everyones_reviewed_ones(
+    user, other_user, staff_user, configuration
+):
     mine, theirs = measured(user, configuration), measured(other_user, configuration)
     assert measurement_ids(user) == {mine.pk}
     assert measurement_ids(other_user) == {theirs.pk}
+    assert measurement_ids(staff_user) == measurement_ids(None) == set()  # uploads nobody reviewed: their owners' only
+    measurement_services.review_uploads(Measurement.objects.filter(pk__in=[mine.pk, theirs.pk]), staff_user)
     assert measurement_ids(staff_user) == measurement_ids(None) == {mine.pk, theirs.pk}
     newer = measured(other_user, configuration)
     assert measurement_ids(user) == {mine.pk}
     assert measurement_ids(other_user) == {theirs.pk, newer.pk}
+    assert measurement_ids(staff_user) == {mine.pk, theirs.pk}
+    measurement_services.review_uploads(Measurement.objects.filter(pk=newer.pk), staff_user)
     assert measurement_ids(staff_user) == {mine.pk, theirs.pk, newer.pk}
 
 
