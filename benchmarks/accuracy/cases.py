@@ -2891,10 +2891,10 @@ ROUND11_CASES: list[dict] = round11_cases()
 ROUND12_CASES: list[dict] = round12_cases()
 ROUND13_CASES: list[dict] = round13_cases()
 ROUND14_CASES: list[dict] = round14_cases()
-HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND9_CASES + ROUND13_CASES + ROUND14_CASES
+HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND9_CASES + ROUND14_CASES
 
-# the 17 first cases + the round-1 to round-5 and round-8 hold-outs, each tuned on (or moved up) after its first
-# comparison
+# the 17 first cases + the round-1 to round-5, 7, 8 and 10 to 13 hold-outs, each tuned on (or moved up) after its
+# first comparison (round 13: the checkpointed backward's instants and V3.2's indexer under checkpointing, HOLDOUT.md)
 TUNING_CASES: list[dict] = (
     CASES
     + HOLDOUT_ROUND1_CASES
@@ -2907,6 +2907,7 @@ TUNING_CASES: list[dict] = (
     + ROUND10_CASES
     + ROUND11_CASES
     + ROUND12_CASES
+    + ROUND13_CASES
 )
 CASES = TUNING_CASES + HOLDOUT_CASES
 HOLDOUT_IDS: frozenset[str] = frozenset(c["name"] for c in HOLDOUT_CASES)
