@@ -19,7 +19,7 @@ from .components import training as tr
 from .components import workspace as ws
 from .components.weights import weight_bytes
 from .dtypes import nbytes
-from .models.parameters import idle_parameters, mixer_parameters, mlp_parameters
+from .models.parameters import idle_parameters, layers_parameters, mixer_parameters, mlp_parameters
 from .models.spec import ModelSpec
 from .phases import StagePhases, activation_band, activation_shape, param_tensors
 from .schema import Workload
@@ -50,6 +50,21 @@ class _ModelStates:
     step_temp: Range  # what the optimizer step allocates beyond its states; not given: over the implementations
 
 
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """One kind of layer's figures for the backward's instants (`_activations`), bytes."""
+
+    first: int  # its first layer on the stage
+    saved: float  # what it keeps for backward (mode none): what a recompute rebuilds
+    backward: float  # its MLP's (or mixer's) backward transient
+    extra: float  # a forward peak beyond what it keeps (under recompute: the whole forward)
+    attention_backward: float  # an eager softmax's backward, its MLP's saved tensors freed
+    mlp_instant: float  # recomputed: at its MLP's backward, the output projection's input freed
+    post_norm: float  # recomputed sandwich-norm layer: at its last norm's backward
+    retained: float  # recomputed: what it leaves alive after its backward (Gemma 4's stored k/v and their history)
+    layer_type: str  # its mixer kind: a stored k/v is replaced by the next recomputed layer of the same kind
+
+
 @dataclass(slots=True)
 class _Activations:
     """Activation bytes at each instant of the step, and the gradients that exist at the backward ones."""
@@ -62,7 +77,7 @@ class _Activations:
     backward_end: float
     head_grad: float
     untied_embedding_grad: float  # not yet allocated at the first layer's backward
-    first_layer_absent_grad: float  # the first layer's gradients not yet written at its backward peak
+    first_layer_absent_grad: float  # the gradients not yet written at the late-backward peak
     embedding_grad_extra: float  # a tied embedding's dense gradient (+ the sum with the head's)
 
 
@@ -369,11 +384,12 @@ def _activations(
     # saved tensors, and under full checkpointing, where the layer keeps nothing, the whole of its forward (over the
     # checkpoint inputs, in the forward and again when backward recomputes it); attention backward: an eager
     # softmax's backward after the MLP's (its saved tensors freed); the MLP instant: a recomputed layer at its MLP's
-    # backward, the output projection's saved input already freed
-    recompute = bwd_transient = fwd_extra = layer0_mlp_peak = 0.0
-    attn_bwd = -math.inf
+    # backward, the output projection's saved input already freed; the post-norm instant: a sandwich-norm layer's
+    # backward starting at its last norm over the whole recompute
+    recompute = bwd_transient = fwd_extra = post_norm_peak = 0.0
     recomputed = full_ckpt and not compiled
-    for _, view, vx, gqa_copies in act.layer_kinds(spec, x, attention, first, last):
+    kinds: list[_Kind] = []
+    for _, view, vx, gqa_copies, kind_first in act.layer_kinds(spec, x, attention, first, last):
         saved_none = (
             profile.training_layer_saved(view, vx, attention, gqa_copies, "none", 1, kept) if full_ckpt else 0.0
         )
@@ -381,18 +397,33 @@ def _activations(
         extra = act.training_forward_extra(view, vx, attention)
         if extra and recomputed:
             extra += saved_none
+        post_norm = act.post_norm_backward_transient(view, vx) if recomputed else 0.0
+        kinds.append(
+            _Kind(
+                first=kind_first,
+                saved=saved_none,
+                backward=backward,
+                extra=extra,
+                attention_backward=act.attention_backward_transient(view, vx, attention)
+                - act.mlp_block_saved(view, vx, kept),
+                mlp_instant=saved_none + backward - act.mlp_output_input_saved(view, vx, kept) if recomputed else 0.0,
+                post_norm=saved_none + post_norm if post_norm else 0.0,
+                retained=act.stored_kv_retained(view, vx) if recomputed else 0.0,
+                layer_type=_mixer_kind_at(spec, kind_first),
+            )
+        )
         recompute = max(recompute, saved_none)
         bwd_transient = max(bwd_transient, backward)
         fwd_extra = max(fwd_extra, extra)
-        attn_bwd = max(
-            attn_bwd, act.attention_backward_transient(view, vx, attention) - act.mlp_block_saved(view, vx, kept)
-        )
-        if recomputed:
-            layer0_mlp_peak = max(layer0_mlp_peak, saved_none + backward - act.mlp_output_input_saved(view, vx, kept))
-    if full_ckpt and compiled:
-        recompute = act.compiled_saved_per_layer(spec, x, kept)
-    if recompute and sliding_mask_copy:
-        recompute += sliding_mask_copy
+        post_norm_peak = max(post_norm_peak, saved_none + post_norm if post_norm else 0.0)
+    compiled_recompute = act.compiled_saved_per_layer(spec, x, kept) if full_ckpt and compiled else 0.0
+    if compiled_recompute:
+        recompute = compiled_recompute
+    mask_copy = sliding_mask_copy if full_ckpt else 0.0  # a recomputed sliding layer saves its mask copy again
+    if recompute and mask_copy:
+        recompute += mask_copy
+    if post_norm_peak:
+        post_norm_peak += mask_copy
     full = t.method == "full"
     if stage.holds_head:
         # a frozen head (LoRA, QLoRA: transformers keeps it out of 4-bit) keeps no input
@@ -411,37 +442,45 @@ def _activations(
     # backward start: the loss's backward (over the final norm's saved input), or the last layer's recompute and
     # backward, after the loss's and the final norm's backward have freed their saved tensors (what the training loop
     # itself keeps of the loss, `loss_keep`, is still there)
-    recompute_peak = max(recompute + bwd_transient, fwd_extra if recomputed else 0.0)
+    recompute_peak = max(recompute + bwd_transient, fwd_extra if recomputed else 0.0, post_norm_peak)
     bwd_start_act = saved_layers + kept_model_level + max(final_norm + loss_fwd, loss_keep + recompute_peak)
-    # late backward, the stage's first layer: its recompute and gradients, the gradient of its input,
-    # cos/sin (and checkpointed masks) still saved; every parameter gradient exists but the untied
-    # embedding's, which EmbeddingBackward0 allocates only after this layer's backward has returned
-    layer0_base = recompute + x.tokens * x.h * d + kept_model_level
-    layer0_mlp = layer0_base + bwd_transient
-    if recomputed:
-        layer0_mlp = kept_model_level + (sliding_mask_copy if recompute else 0) + layer0_mlp_peak
     untied_emb_grad = (
         vocab_grad / states.grad_shards if (not spec.tie_word_embeddings and full and stage.holds_embedding) else 0
     )
-    # the first layer's own gradients are written during its backward: its attention and norm weights' after its MLP's
-    first_mixer_grad = first_mlp_grad = first_out_grad = 0.0
-    if full and stage.layers:
-        grad_bytes = nbytes(states.grad_prec) / (stage.tensor * states.grad_shards)
-        first_mixer_grad = mixer_parameters(spec, stage.first_layer) * grad_bytes
-        mlp_all, mlp_out = mlp_parameters(spec, stage.first_layer)
-        first_mlp_grad, first_out_grad = (mlp_all - mlp_out) * grad_bytes, mlp_out * grad_bytes
-    # the instants of the first layer's backward, each with the gradients not yet written then: its recomputed
-    # forward's own peak (V3.2's indexer; none of its gradients), its MLP's backward (only the output projection's
-    # weight gradient written), an eager attention's softmax backward after it (the MLP's gradients all written,
-    # its saved tensors freed); the largest is the phase
-    instants = [
-        (layer0_mlp, first_mixer_grad + first_mlp_grad),
-        (layer0_base + attn_bwd, first_mixer_grad),
-    ]
-    if recomputed and fwd_extra:
-        no_layer_grads = first_mixer_grad + first_mlp_grad + first_out_grad
-        instants.append((kept_model_level + x.tokens * x.h * d + fwd_extra, no_layer_grads))
-    bwd_layer0_act, layer0_absent_grad = max(instants, key=lambda i: i[0] - i[1])
+    # late backward: each kind of layer at its first layer on the stage, the latest moment one of its layers runs
+    # backward (every later layer's gradients written, the untied embedding's not: EmbeddingBackward0 allocates it
+    # only after the first layer's backward has returned), cos/sin (and checkpointed masks) still saved, the gradient
+    # of the layer's output alive. Its instants, each with the gradients of its own layer not yet written then: its
+    # MLP's backward (only the output projections' weight gradients written), an eager attention's softmax backward
+    # after it (the MLP's gradients written, its saved tensors freed), a recomputed forward's own peak (V3.2's
+    # indexer) and a sandwich-norm layer's last norm (none of its gradients); the largest is the phase
+    grad_bytes = nbytes(states.grad_prec) / (stage.tensor * states.grad_shards) if full else 0.0
+    hidden = x.tokens * x.h * d
+    candidates: list[tuple[float, float]] = []  # (activations, gradients not yet written)
+    for kind in kinds:
+        layer_recompute = (compiled_recompute or kind.saved) + mask_copy if full_ckpt else 0.0
+        # later layers of another type leave their stored k/v (and history) alive (one per type: the latest)
+        retained = max(
+            (k.retained for k in kinds if k.layer_type != kind.layer_type and k.first > kind.first), default=0.0
+        )
+        base = layer_recompute + hidden + kept_model_level + retained
+        mlp_instant = base + kind.backward
+        if recomputed:
+            mlp_instant = kept_model_level + mask_copy + kind.mlp_instant + retained
+        before = layers_parameters(spec, first, kind.first) * grad_bytes  # the layers not reached yet
+        mixer_grad = mixer_parameters(spec, kind.first) * grad_bytes
+        mlp_all, mlp_out = mlp_parameters(spec, kind.first)
+        mlp_in_grad, layer_grad = (mlp_all - mlp_out) * grad_bytes, (mlp_all * grad_bytes) + mixer_grad
+        instants = [
+            (mlp_instant, before + mixer_grad + mlp_in_grad),
+            (base + kind.attention_backward, before + mixer_grad),
+        ]
+        if recomputed and kind.extra:
+            instants.append((kept_model_level + hidden + kind.extra + retained, before + layer_grad))
+        if kind.post_norm:
+            instants.append((kept_model_level + hidden + kind.post_norm + mask_copy + retained, before + layer_grad))
+        candidates += instants
+    bwd_layer0_act, layer0_absent_grad = max(candidates, key=lambda i: i[0] - i[1], default=(0.0, 0.0))
     # end of backward (EmbeddingBackward0): all gradients over the gradient of the embedding output
     # alone (+ a tied embedding's dense gradient, which EmbeddingBackward0 computes from it)
     bwd_end_act = x.tokens * x.h * d if stage.holds_embedding else 0
@@ -464,6 +503,16 @@ def _activations(
         first_layer_absent_grad=layer0_absent_grad,
         embedding_grad_extra=emb_grad_transient + tied_sum,
     )
+
+
+def _mixer_kind_at(spec: ModelSpec, layer: int) -> str:
+    """The mixer kind of layer `layer` ("sliding", "full", …; a flat spec's layers are "full")."""
+    at = 0
+    for run in spec.layer_runs:
+        if at <= layer < at + run.count:
+            return run.mixer.kind
+        at += run.count
+    return "full"
 
 
 def _loss(w: Workload, spec: ModelSpec, x: act.Shape, compiled: bool) -> tuple[float, float, float]:

@@ -282,19 +282,23 @@ PerLayer = Callable[[ModelSpec, Shape, bool], float]  # (view spec, view shape, 
 
 def layer_kinds(
     spec: ModelSpec, x: Shape, attention: str, start: int, stop: int
-) -> list[tuple[int, ModelSpec, Shape, bool]]:
-    """(layers, view spec, view shape, gqa_copies) for each kind of layer in [start, stop): what a per-layer formula
-    is evaluated on (`layers_saved`, `layers_max`, or several at once by a caller)."""
+) -> list[tuple[int, ModelSpec, Shape, bool, int]]:
+    """(layers, view spec, view shape, gqa_copies, first layer) for each kind of layer in [start, stop): what a
+    per-layer formula is evaluated on (`layers_saved`, `layers_max`, or several at once by a caller)."""
     if not spec.layer_runs:
-        return [(stop - start, spec, x, _gqa_copies(spec, attention))]
-    return [(v.count, v.spec, view_shape(x, v.spec), _gqa_copies(v.spec, attention)) for v in views(spec, start, stop)]
+        return [(stop - start, spec, x, _gqa_copies(spec, attention), start)]
+    return [
+        (v.count, v.spec, view_shape(x, v.spec), _gqa_copies(v.spec, attention), v.first)
+        for v in views(spec, start, stop)
+    ]
 
 
 def _per_view(
     spec: ModelSpec, x: Shape, attention: str, start: int, stop: int, per_layer: PerLayer
 ) -> list[tuple[int, float]]:
     """(layers, `per_layer(view spec, view shape, gqa_copies)`) for each kind of layer in [start, stop)."""
-    return [(count, per_layer(view, vx, gqa)) for count, view, vx, gqa in layer_kinds(spec, x, attention, start, stop)]
+    kinds = layer_kinds(spec, x, attention, start, stop)
+    return [(count, per_layer(view, vx, gqa)) for count, view, vx, gqa, _ in kinds]
 
 
 def layers_saved(spec: ModelSpec, x: Shape, attention: str, start: int, stop: int, per_layer: PerLayer) -> float:
@@ -430,7 +434,7 @@ def _rms_saved_per_element(spec: ModelSpec, d: float, output_saved: bool, weight
     rotary multiply by cos/sin does not)."""
     if not weight_trained:
         per = 4.0
-    elif spec.norm_weight_offset:
+    elif spec.norm_weight_offset or spec.norm_weight_fp32:
         per = 4.0 + 4
     else:
         per = 4 + (4 if d >= 4 else d)
@@ -441,6 +445,8 @@ def _rms_saved_per_norm(spec: ModelSpec, rows: int, width: int) -> float:
     """Beyond the per-element tensors: `torch.rsqrt(variance + eps)` saves its fp32 output, one value
     per normalized row (LlamaRMSNorm, Gemma3RMSNorm._norm); Gemma's `1.0 + self.weight.float()` is a
     new fp32 weight-sized tensor saved by the multiply."""
+    if spec.norm_weight_fp32:  # Gemma4RMSNorm: pow(mean + eps, -0.5) keeps its input and the product its output
+        return rows * 8
     return rows * 4 + (width * 4 if spec.norm_weight_offset else 0)
 
 
@@ -517,6 +523,8 @@ def _attention_saved(spec: ModelSpec, x: Shape, attention: str, gqa_copies: bool
         else:
             hd = spec.head_dim
             qk_norm += _rms_saved_per_norm(spec, tok * x.q // hd, hd) + _rms_saved_per_norm(spec, tok * x.kv // hd, hd)
+    if spec.v_norm:  # a scale-free RMSNorm keeps only its fp32 input (x itself in fp32) and two values per row
+        qk_norm += tok * x.kv * 4 + (tok * x.kv // spec.head_dim) * 8
     if attention == "eager":
         # matmul(P, v) reshapes v for bmm: a copy (also of a fused projection's strided slice), saved
         kv_width = x.q if x.kv < x.q else x.kv  # repeat_kv copies for GQA
@@ -568,7 +576,14 @@ def _mlp_saved(spec: ModelSpec, x: Shape, kept: Kept = ALL_TRAINED) -> float:
         routing = tok * spec.num_experts * 4 + tok * k * (8 + 4) + tok * 4 + rows * (3 * 8 + w)
         # routed rows: gathered input, gate_up, act(gate), act·up, down output
         routed = rows * (2 * x.h + 4 * e_int) * x.d
+        if spec.moe_clamped_gate:
+            # gpt-oss's `_apply_gate` (modeling_gpt_oss.py:82-88): the clamps keep gate_up (2I) through their views, and
+            # the clamped gate, sigmoid output, up + 1, glu and their product (the down input) are kept (I each)
+            # beside the gathered input and the down output (h each): measured, r14-gptoss fp32 (5.53 MB a layer)
+            routed = rows * (2 * x.h + 7 * e_int) * x.d
         shared = 0.0
+        if spec.moe_beside_dense:
+            return routed + routing + _beside_dense_saved(spec, x)
         if spec.shared_expert_intermediate_size:
             # Qwen2MoeSparseMoeBlock: the shared expert is a gated MLP on every token (gate, act, up,
             # act·up saved); sigmoid(shared_expert_gate(x)) * shared_output saves the sigmoid output
@@ -584,6 +599,47 @@ def _mlp_saved(spec: ModelSpec, x: Shape, kept: Kept = ALL_TRAINED) -> float:
     if spec.activation == "relu":
         return ti  # relu keeps its output, which is also fc2's input
     return ti + down_input  # fc1 output (the activation's input)
+
+
+def post_norm_backward_transient(spec: ModelSpec, x: Shape) -> float:
+    """A sandwich-norm layer's first backward node (Gemma 2/3/4: the post-feedforward norm at the layer's end): the
+    fp32 upcast of the incoming gradient and a product in the compute dtype, over the whole (recomputed) layer, none
+    of whose gradients exist yet (measured at r14-gemma4's recomputed layers: +0.63 MB over the recomputed layer at
+    PowBackward0, 420 tokens × 256 in bf16). 0 for a layer whose norms come first only."""
+    if spec.norms_per_layer != 4 or _mlp_kind(spec) == "none":
+        return 0.0
+    return x.tokens * x.h * (4 + x.d)
+
+
+def stored_kv_retained(spec: ModelSpec, x: Shape) -> float:
+    """Gemma 4 under full checkpointing: a recomputed layer stores its k and v in `shared_kv_states`, an input of every
+    checkpointed layer, so they stay alive with their autograd history until the next recomputed layer of the same
+    type replaces them: the attention-input norm's saved tensors and its output (what k_proj and v_proj keep), the k and
+    v norms' saved tensors, and k and v (measured at r14-gemma4's first layer: layer 1's, 2.8 MB in bf16, alive
+    through layer 0's backward). 0 for other families."""
+    if not spec.kv_stored or _mixer_kind(spec) not in ATTENTION_KINDS:
+        return 0.0
+    tok, kv = x.tokens, x.kv
+    rows = tok * kv // spec.head_dim
+    norms = tok * kv * _rms_saved_per_element(spec, x.d, False) + _rms_saved_per_norm(spec, rows, spec.head_dim)
+    v_norm = tok * kv * 4 + rows * 8 if spec.v_norm else 0.0
+    return _norm_saved(spec, x, output_saved=True) + norms + v_norm + 2 * tok * kv * x.d
+
+
+def _beside_dense_saved(spec: ModelSpec, x: Shape) -> float:
+    """Gemma 4's MoE layer beyond its routed experts (modeling_gemma4.py:1391-1403): the dense gated MLP beside them
+    (gate, act, up and act·up kept: 4 × tok × I), post_feedforward_layernorm_1 on its output and
+    post_feedforward_layernorm_2 on the experts' (8 B an element each: `_norm_saved`), pre_feedforward_layernorm_2 on
+    the residual (its fp32 input, a copy unless fp32, and its fp32 normed tensor) and the router: its scale-free norm's
+    fp32 input copy, the normed tensor (d) the scale multiply keeps and the scaled tensor (d) the projection keeps.
+    Measured per layer with saved-tensor hooks (round 14: fp32 and bf16)."""
+    tok, t = x.tokens, x.tokens * x.h
+    copy = 4 if x.d < 4 else 0  # `.float()` of a half tensor is a copy; of an fp32 one, the tensor itself
+    dense = 4 * tok * spec.shared_expert_intermediate_size * x.d
+    post_norms = 2 * _norm_saved(spec, x, output_saved=False)
+    pre_norm_2 = t * (copy + 4) + tok * 8
+    router = t * (copy + 2 * x.d) + tok * 8
+    return dense + post_norms + pre_norm_2 + router
 
 
 def mlp_output_input_saved(spec: ModelSpec, x: Shape, kept: Kept = ALL_TRAINED) -> float:

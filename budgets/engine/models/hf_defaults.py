@@ -307,8 +307,9 @@ LAYERED_RULES: dict[str, LayeredRules] = {
         expert_bias=True,
         moe_width_key="",
         # modeling_gpt_oss.py GptOssExperts under grouped_mm (integrations/moe.py grouped_mm_experts_forward with
-        # has_bias): per-row bias gathers and `_apply_gate`'s clamps, sigmoid and products
-        features=frozenset({"moe_clamped_gate"}),
+        # has_bias): per-row bias gathers and `_apply_gate`'s clamps, sigmoid and products; its eager_attention_forward
+        # (modeling_gpt_oss.py:250) runs the softmax over the scores and sinks in their own dtype
+        features=frozenset({"moe_clamped_gate", "softmax_in_compute_dtype"}),
     ),
     # modeling_phimoe.py: LayerNorm with bias everywhere, routed experts only
     "phimoe": LayeredRules("phimoe", router_name="router", norm_bias=True, all_sliding=True, moe_width_key=""),
@@ -430,6 +431,14 @@ LAYERED_RULES: dict[str, LayeredRules] = {
         shared_count_key="",
         per_layer_input_key="hidden_size_per_layer_input",
         tie_word_embeddings=True,
+        # modeling_gemma4.py: Gemma4RMSNorm._norm is x * pow(mean(x²) + eps, -0.5) and its weight multiply runs in fp32
+        # (:205-214); v_norm is one without a scale (Gemma4TextAttention); an MoE layer runs the experts beside the
+        # dense MLP with post_feedforward_layernorm_1/_2 and pre_feedforward_layernorm_2, and Gemma4TextRouter
+        # norms, scales and projects the layer's residual (:1307-1311, :1391-1403), its top-k weights fp32
+        # (`softmax(..., dtype=torch.float32)`, :1313); a layer that does not reuse shared k/v stores its own in the
+        # model's `shared_kv_states` dict (kv_sharing_modes "store", :1161-1163, :1230-1231), a checkpointed layer's
+        # input
+        features=frozenset({"norm_weight_fp32", "v_norm", "moe_beside_dense", "router_weights_fp32", "kv_stored"}),
         defaults=(
             ("vocab_size", 262_144),
             ("hidden_size", 2304),

@@ -805,6 +805,9 @@ def _spec(
         mlp="gated" if rules.gated_mlp else "standard",
         activation=str(r.cfg.get("hidden_act") or r.cfg.get("hidden_activation") or "silu"),
         norm="layer" if rules.norm_bias else "rms",
+        norms_per_layer=rules.norms_per_layer,
+        # Gemma4ForCausalLM.forward (modeling_gemma4.py:1920): logits / cap → tanh → · cap when the config sets one
+        final_logit_softcapping=bool(r.number("final_logit_softcapping", 0.0, hi=1e6)),
         num_experts=moe.experts if moe else 1,
         experts_per_token=moe.experts_per_token if moe else 1,
         moe_intermediate_size=moe.intermediate if moe else 0,

@@ -84,6 +84,13 @@ def mlp_parameters(spec: ModelSpec, layer: int) -> tuple[int, int]:
     return total, min(output, total)
 
 
+@lru_cache(maxsize=4096)
+def layers_parameters(spec: ModelSpec, start: int, stop: int) -> int:
+    """Parameters of the token mixers, norms and MLPs of layers [start, stop): what their gradients need (a flat
+    spec's biases and norms outside the weight groups' layers are left out: a few elements a layer)."""
+    return sum(mixer_parameters(spec, layer) + mlp_parameters(spec, layer)[0] for layer in range(start, stop))
+
+
 @lru_cache(maxsize=1024)
 def parameter_count(spec: ModelSpec) -> ParameterCount:
     """Exact number of parameters, with a breakdown by part."""

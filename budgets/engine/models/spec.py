@@ -73,6 +73,10 @@ class ModelSpec:
     attn_output_kept: bool = False  # the attention output stays alive through the MLP: one hidden more
     softmax_in_compute_dtype: bool = False  # eager attention's softmax runs in the compute dtype, not fp32
     rope_fp32_interleaved: bool = False  # q and k roped in fp32 with an interleaved rotate_half (torch.stack): Cohere
+    norm_weight_fp32: bool = False  # Gemma 4: RMSNorm multiplies by w.float() (fp32, no offset), two fp32 values a row
+    v_norm: bool = False  # Gemma 4: v passes a scale-free RMSNorm, which keeps its fp32 input
+    moe_beside_dense: bool = False  # Gemma 4: experts beside a dense MLP, each with its norms, and a normed router
+    kv_stored: bool = False  # Gemma 4: every layer stores its k and v in a dict kept until the backward's end
     # the per-layer model (layers.py): runs of identical layers. Empty: every layer is the flat fields above
     # (full attention, `num_sliding_layers` of them sliding). With `params` set on the runs the parameter count
     # is their sum (models whose layers differ); the flat fields then describe the most common layer.
