@@ -94,9 +94,10 @@ def training_stage(
     x = activation_shape(spec, stage, t.micro_batch_size, t.sequence_length, t.sequence_length, d, fp16_cuda, cuda)
     params = _trainable(w, spec, stage, layer_p, emb_p, head_p, total_params, d)
     states = _model_states(w, spec, stage, params.trainable)
-    compiled = _Compiled(_compiled(w, spec, stage, x), _compiled_loss(w, stage))
-    a = _activations(w, spec, stage, x, states, compiled)
-    eager = _activations(w, spec, stage, x, states, _EAGER) if compiled != _EAGER else a
+    kept = _kept(w, x)
+    compiled = _Compiled(_compiled(w, spec, stage, kept), _compiled_loss(w, stage))
+    a = _activations(w, spec, stage, x, states, compiled, kept)
+    eager = _activations(w, spec, stage, x, states, _EAGER, kept) if compiled != _EAGER else a
     weights, optimizer, batch = params.weights, states.optimizer, a.batch
 
     out = StagePhases(stage.name)
@@ -270,14 +271,14 @@ def _largest_tensor(w: Workload, stage: parallel.Stage) -> float:
     return max(vocab, mlp_width * spec.hidden_size, qkv_width * spec.hidden_size) if stage.layers else vocab
 
 
-def _compiled(w: Workload, spec: ModelSpec, stage: parallel.Stage, x: act.Shape) -> bool:
+def _compiled(w: Workload, spec: ModelSpec, stage: parallel.Stage, kept: act.Kept) -> bool:
     """torch.compile's saved set replaces the eager layers' where it is modelled (not with selective
     recomputation or sequence parallelism)."""
     assert w.training is not None
     t = w.training
     return (
         w.runtime.compile
-        and act.compile_modelled(spec, w.runtime.attention, t.method, _kept(w, x))
+        and act.compile_modelled(spec, w.runtime.attention, t.method, kept)
         and t.activation_checkpointing != "selective"
         and not stage.sequence_parallel
     )
@@ -300,7 +301,7 @@ def _compiled_loss(w: Workload, stage: parallel.Stage) -> bool:
 
 
 def _forward_saved(
-    w: Workload, spec: ModelSpec, stage: parallel.Stage, x: act.Shape, compiled: bool
+    w: Workload, spec: ModelSpec, stage: parallel.Stage, x: act.Shape, compiled: bool, kept: act.Kept
 ) -> tuple[float, float, float, float, float]:
     """What the forward keeps: (saved by the layers, embedding output, model-level tensors, model-level
     tensors still alive in backward, one sliding layer's saved mask copy)."""
@@ -308,7 +309,7 @@ def _forward_saved(
     attention, mode = w.runtime.attention, w.training.activation_checkpointing
     s, d = x.s, x.d
     sp_t = stage.tensor if stage.sequence_parallel else 1
-    profile, kept = profiles.workload_profile(w), _kept(w, x)
+    profile = profiles.workload_profile(w)
     first, last = stage.first_layer, stage.first_layer + stage.layers
     if compiled and mode == "none":
         saved_layers = act.compiled_saved_per_layer(spec, x, kept) * stage.layers
@@ -364,19 +365,25 @@ def _forward_saved(
 
 
 def _activations(
-    w: Workload, spec: ModelSpec, stage: parallel.Stage, x: act.Shape, states: _ModelStates, compile_: _Compiled
+    w: Workload,
+    spec: ModelSpec,
+    stage: parallel.Stage,
+    x: act.Shape,
+    states: _ModelStates,
+    compile_: _Compiled,
+    kept: act.Kept,
 ) -> _Activations:
     assert w.training is not None
     t, attention = w.training, w.runtime.attention
     d, compiled = x.d, compile_.layers
     saved_layers, embed_out, model_level, kept_model_level, sliding_mask_copy = _forward_saved(
-        w, spec, stage, x, compiled
+        w, spec, stage, x, compiled, kept
     )
     # the batch the training loop holds in every phase: input_ids and labels (int64); labels may be
     # input_ids itself (low), a collator may add an attention_mask (high)
     batch = Range(x.tokens * 8, 2 * x.tokens * 8, 3 * x.tokens * 8)
     full_ckpt = t.activation_checkpointing == "full"
-    kept, profile = _kept(w, x), profiles.workload_profile(w)
+    profile = profiles.workload_profile(w)
     first, last = stage.first_layer, stage.first_layer + stage.layers
     # every per-layer figure of the step, over the kinds of layer on the stage (`layer_views`), in one pass:
     # recompute: a recomputed layer's saved tensors (full checkpointing); backward: its MLP's (or mixer's) backward

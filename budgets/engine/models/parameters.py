@@ -52,6 +52,7 @@ def idle_parameters(spec: ModelSpec, start: int, stop: int, with_towers: bool) -
     return idle
 
 
+@lru_cache(maxsize=4096)
 def mixer_parameters(spec: ModelSpec, layer: int) -> int:
     """Parameters of layer `layer`'s token mixer and norms (its attention, latent or recurrent mixer; not its MLP)."""
     return sum(
@@ -61,6 +62,7 @@ def mixer_parameters(spec: ModelSpec, layer: int) -> int:
     )
 
 
+@lru_cache(maxsize=4096)
 def mlp_parameters(spec: ModelSpec, layer: int) -> tuple[int, int]:
     """(all, output projections) of layer `layer`'s MLP parameters: its dense projections, experts, shared expert and
     router; the output projections (dense `down_proj`, every expert's and the shared expert's) are the ones whose
