@@ -2876,6 +2876,135 @@ def round14_cases() -> list[dict]:
     return out
 
 
+# Round 15: round 14's 27 configs (ROUND14_CONFIGS: round 10's 26 and Gemma 4) each changed by one fixed rule,
+# `round15_config`, three runs per family on shapes no earlier family round used.
+# The rule, on the language model's config (the nested text_config where the wrapper has one: qwen3_vl, mistral3,
+# gemma4; the flat config otherwise, qwen2_5_vl included), nothing else changed (heads, head dims, layers, LoRA ranks,
+# SSM state and inner widths, lengths, expert counts, the towers' configs):
+#   1. vocab_size 2,000 -> 3,001 (the text config's only: no tower states a vocabulary here; Gemma 4's
+#      vocab_size_per_layer_input stays 2,000, unused with hidden_size_per_layer_input 0, no per-layer-input
+#      embedding built);
+#   2. every MLP width key the text config states (ROUND15_WIDTHS) x 1.5, rounded up to a multiple of 8
+#      (ceil(1.5 x / 8) 8; every width here is a multiple of 64, so exactly x 1.5); per family:
+#        deepseek_v3, deepseek_v32, glm4_moe: intermediate_size 640 -> 960, moe_intermediate_size 64 -> 96 (the
+#          shared expert is n_shared_experts x moe_intermediate_size wide);
+#        kimi_linear: intermediate_size 1024 -> 1536, moe_intermediate_size 128 -> 192;
+#        glm4_moe_lite: intermediate_size 1280 -> 1920, moe_intermediate_size 192 -> 288;
+#        gpt_oss: intermediate_size 256 -> 384 (the experts);  phimoe: intermediate_size 384 -> 576 (the experts);
+#        granite: intermediate_size 768 -> 1152;
+#        granitemoehybrid: intermediate_size 704 -> 1056 (the experts), shared_intermediate_size 64 -> 96;
+#        olmo2, cohere: intermediate_size 704 -> 1056;  smollm3: intermediate_size 1408 -> 2112;
+#        falcon_h1, jamba, qwen3_5, mllama: intermediate_size 896 -> 1344;
+#        nemotron_h, exaone4: intermediate_size 1024 -> 1536 (nemotron_h's moe_intermediate_size is not stated,
+#          its class default unused: "M-*-" has no MoE layer);  ernie4_5: intermediate_size 768 -> 1152;
+#        minimax_m2: intermediate_size 128 -> 192 (the experts), shared_intermediate_size 0 -> 0 (no shared expert);
+#        qwen3_next: intermediate_size 640 -> 960, moe_intermediate_size 64 -> 96,
+#          shared_expert_intermediate_size 64 -> 96;
+#        qwen3_5_moe: moe_intermediate_size 64 -> 96, shared_expert_intermediate_size 64 -> 96;
+#        llama4: intermediate_size 384 -> 576 (the experts and the shared expert), intermediate_size_mlp 832 -> 1248
+#          (the dense layers);
+#        qwen2_5_vl: intermediate_size 1344 -> 2016 (its vision_config's 192 unchanged);
+#        qwen3_vl: text_config intermediate_size 768 -> 1152 (vision 256 unchanged);
+#        mistral3: text_config intermediate_size 1664 -> 2496 (pixtral 256 unchanged);
+#        gemma4: text_config intermediate_size 192 -> 288, moe_intermediate_size 64 -> 96 (vision 448 unchanged).
+#   Special-token ids: bos 1, eos 2, pad 0 as in round 10; the multimodal ids >= 3,001 (qwen2_5_vl and qwen3_vl
+#   151652-151656, gemma4 255999-258884) are kept as published, as rounds 10 and 14 kept them above 2,000: transformers
+#   5.24 builds and runs every one of the 27 models with them (the runs are text-only, the random prompt ids are below
+#   3,001).
+# Runs, three per family:
+#   (a) generate, bf16, dynamic cache, 3 sessions x 150 prompt tokens + 12 new;
+#   (b) train bf16, AdamW, no checkpointing, 1 x 500 tokens, the optimizer's foreach implementation stated;
+#   (c) train fp32, plain SGD (`sgd`, no momentum), full activation checkpointing, 2 x 100 tokens, foreach stated.
+# Attention, by the family's position in ROUND14_CONFIGS: run (a) eager at index % 3 == 2, run (b) eager at
+# index % 3 == 0, run (c) eager at index % 3 == 1, SDPA otherwise; the families without SDPA (ROUND10_NO_SDPA) eager in
+# every run.
+# Written 2026-12-01 at 6803fe2 (round 14's first comparison recorded), before any round-15 case was estimated; measured
+# 21:17-21:27 UTC before any comparison.
+ROUND15_VOCAB = 3001
+# the MLP width keys the rule scales where the text config states them
+ROUND15_WIDTHS = (
+    "intermediate_size",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "shared_intermediate_size",
+    "intermediate_size_mlp",
+)
+ROUND15_GEN_SHAPE = (3, 150, 12)  # sessions, prompt tokens, new tokens: run (a)
+ROUND15_ADAMW_TRAIN_SHAPE = (1, 500)  # micro-batch, sequence length: run (b)
+ROUND15_CKPT_TRAIN_SHAPE = (2, 100)  # micro-batch, sequence length: run (c)
+
+
+def _round15_width(x: int) -> int:
+    """x * 1.5 rounded up to a multiple of 8."""
+    return -(-3 * x // 16) * 8
+
+
+def round15_config(cfg: dict) -> dict:
+    """A round-14 config changed by round 15's rule (see above): vocabulary 3,001, the text MLP widths x 1.5."""
+    new = copy.deepcopy(cfg)
+    text = new.get("text_config", new)
+    text["vocab_size"] = ROUND15_VOCAB
+    for key in ROUND15_WIDTHS:
+        if key in text:
+            text[key] = _round15_width(text[key])
+    return new
+
+
+ROUND15_CONFIGS: dict[str, dict] = {family: round15_config(cfg) for family, cfg in ROUND14_CONFIGS.items()}
+
+
+def round15_cases() -> list[dict]:
+    """Three runs per family of ROUND15_CONFIGS (see the rule above): (a) generate, (b) AdamW training without
+    checkpointing, (c) plain-SGD training with full checkpointing, both with foreach stated."""
+    out = []
+    sessions, prompt, new = ROUND15_GEN_SHAPE
+    adamw_batch, adamw_seq = ROUND15_ADAMW_TRAIN_SHAPE
+    ckpt_batch, ckpt_seq = ROUND15_CKPT_TRAIN_SHAPE
+    for index, (family, cfg) in enumerate(ROUND15_CONFIGS.items()):
+        name = family.replace("_", "")
+        no_sdpa = family in ROUND10_NO_SDPA
+        attention = ["eager" if no_sdpa or index % 3 == (run + 2) % 3 else "sdpa" for run in range(3)]
+        out.append(
+            infer(
+                f"r15-{name}-gen-dynamic-bf16-{attention[0]}-b{sessions}",
+                cfg,
+                precision="bf16",
+                sessions=sessions,
+                input_tokens=prompt,
+                output_tokens=new,
+                layout="dynamic",
+                attention=attention[0],
+            )
+        )
+        out.append(
+            train(
+                f"r15-{name}-train-adamw-bf16-{attention[1]}-b{adamw_batch}",
+                cfg,
+                precision="bf16",
+                micro_batch=adamw_batch,
+                seq=adamw_seq,
+                optimizer="adamw",
+                ckpt="none",
+                attention=attention[1],
+                optimizer_impl="foreach",
+            )
+        )
+        out.append(
+            train(
+                f"r15-{name}-train-sgd-ckpt-fp32-{attention[2]}-b{ckpt_batch}",
+                cfg,
+                precision="fp32",
+                micro_batch=ckpt_batch,
+                seq=ckpt_seq,
+                optimizer="sgd",
+                ckpt="full",
+                attention=attention[2],
+                optimizer_impl="foreach",
+            )
+        )
+    return out
+
+
 # Rounds 4, 5 and 8: each written as a hold-out, compared once (HOLDOUT.md: round 4 at engine 95b2199, round 5
 # at 190bec8, round 8 at b6cb233), then tuned on, so they are tuning rounds now. Rounds 6, 7, 9 and 10 are the
 # hold-out: compared once each (round 6 at engine ab06324, round 7 at the engine of 2026-12-01, round 9 after
@@ -2891,7 +3020,8 @@ ROUND11_CASES: list[dict] = round11_cases()
 ROUND12_CASES: list[dict] = round12_cases()
 ROUND13_CASES: list[dict] = round13_cases()
 ROUND14_CASES: list[dict] = round14_cases()
-HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND9_CASES + ROUND14_CASES
+ROUND15_CASES: list[dict] = round15_cases()
+HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND9_CASES + ROUND14_CASES + ROUND15_CASES
 
 # the 17 first cases + the round-1 to round-5, 7, 8 and 10 to 13 hold-outs, each tuned on (or moved up) after its
 # first comparison (round 13: the checkpointed backward's instants and V3.2's indexer under checkpointing, HOLDOUT.md)

@@ -44,9 +44,12 @@ def test_holdout_and_tuning_sets_are_disjoint_and_cover_cases():
     assert tuning == earlier + round10 + round11 + round12 + round13
     assert len(set(tuning)) == 578
     # hold-out: round 6, one run per path per model type on new configs, none shared with tuning; round 9: round
-    # 8's mechanisms on new models and paths; round 14: round 10's families and Gemma 4, three runs each
-    assert holdout == _names(cases.round6_cases()) + _names(cases.round9_cases()) + _names(cases.round14_cases())
-    assert len(set(holdout)) == len(holdout) == 56 + 10 + 81
+    # 8's mechanisms on new models and paths; round 14: round 10's families and Gemma 4, three runs each; round 15:
+    # round 14's families changed by one rule, three runs each
+    assert holdout == _names(
+        cases.round6_cases() + cases.round9_cases() + cases.round14_cases() + cases.round15_cases()
+    )
+    assert len(set(holdout)) == len(holdout) == 56 + 10 + 81 + 81
     assert not set(tuning) & set(holdout)
     assert _names(cases.CASES) == tuning + holdout
     assert all(cases.is_holdout(n) for n in holdout)
@@ -194,6 +197,7 @@ def test_report_shows_each_set_and_overall():
     assert "Round-6 hold-out: median |error|" in text
     assert "### Round-9 hold-out (10 cases" in text
     assert "### Round-14 hold-out (81 cases" in text
+    assert "### Round-15 hold-out (81 cases" in text
     assert "- All cases: median |error|" in text
 
 
@@ -450,6 +454,94 @@ def test_round14_measurements_are_of_the_run_with_the_stated_or_default_optimize
         else:
             assert m["generated_tokens"] == 7
     gemma4 = [recorded[w["name"]] for w in cases.ROUND14_CASES if w["name"].startswith("r14-gemma4-")]
+    assert len(gemma4) == 3
+    assert all(m["model_class"] == "Gemma4ForConditionalGeneration" and m["tower_param_count"] for m in gemma4)
+
+
+def test_round15_runs_round14s_families_changed_by_its_rule_on_three_new_sides_of_the_axes():
+    families = [*ROUND10_FAMILIES, "gemma4"]
+    assert list(cases.ROUND15_CONFIGS) == families
+    assert len(cases.ROUND15_CASES) == 3 * len(families) == 81
+    # shapes no earlier family round ran, none a multiple of a chunk
+    gens = {getattr(cases, f"ROUND{r}_GEN_SHAPE") for r in (10, 11, 12, 13, 14)}
+    trains = {getattr(cases, f"ROUND{r}_TRAIN_SHAPE") for r in (10, 11, 12, 13)}
+    trains |= {cases.ROUND14_CKPT_TRAIN_SHAPE, cases.ROUND14_ADAMW_TRAIN_SHAPE}
+    assert cases.ROUND15_GEN_SHAPE == (3, 150, 12) and cases.ROUND15_GEN_SHAPE not in gens
+    assert (cases.ROUND15_ADAMW_TRAIN_SHAPE, cases.ROUND15_CKPT_TRAIN_SHAPE) == ((1, 500), (2, 100))
+    assert not {cases.ROUND15_ADAMW_TRAIN_SHAPE, cases.ROUND15_CKPT_TRAIN_SHAPE} & trains
+    lengths = (cases.ROUND15_GEN_SHAPE[1], cases.ROUND15_ADAMW_TRAIN_SHAPE[1], cases.ROUND15_CKPT_TRAIN_SHAPE[1])
+    assert all(n % chunk for n in lengths for chunk in (64, 128, 256))
+    # the rule: vocabulary 3,001 and every stated MLP width x 1.5 (rounded up to 8) in the language model's config;
+    # nothing else changed, the towers' configs included
+    scaled = set()
+    for family in families:
+        old, new = cases.ROUND14_CONFIGS[family], cases.ROUND15_CONFIGS[family]
+        assert old["model_type"] == new["model_type"]
+        text_old, text_new = _text(old), _text(new)
+        assert text_old["vocab_size"] == 2000 and text_new["vocab_size"] == 3001, family
+        for key in set(text_old) | set(text_new):
+            if key in cases.ROUND15_WIDTHS:
+                assert text_new[key] == -(-3 * text_old[key] // 16) * 8 == text_old[key] * 3 // 2, (family, key)
+                scaled.add(key)
+            elif key != "vocab_size":
+                assert text_new.get(key) == text_old.get(key), (family, key)
+        if "text_config" in new:  # the wrapper's own keys and its towers' configs as they were
+            assert {k: v for k, v in new.items() if k != "text_config"} == {
+                k: v for k, v in old.items() if k != "text_config"
+            }, family
+        assert (text_new["bos_token_id"], text_new["eos_token_id"], text_new["pad_token_id"]) == (1, 2, 0)
+    assert scaled == set(cases.ROUND15_WIDTHS)
+    assert cases.ROUND15_CONFIGS["llama4"]["intermediate_size_mlp"] == 1248
+    assert cases.ROUND15_CONFIGS["qwen2_5_vl"]["vision_config"] == cases.ROUND14_CONFIGS["qwen2_5_vl"]["vision_config"]
+    g4 = cases.ROUND15_CONFIGS["gemma4"]
+    assert g4["vision_config"] == cases.ROUND14_GEMMA4["vision_config"]
+    assert (g4["text_config"]["intermediate_size"], g4["text_config"]["moe_intermediate_size"]) == (288, 96)
+    assert g4["text_config"]["vocab_size_per_layer_input"] == 2000  # unused: no per-layer inputs
+    # the earlier rounds' configs are untouched by the rule
+    assert _text(cases.ROUND14_GEMMA4)["vocab_size"] == 2000
+    assert all(_text(c)["vocab_size"] == 2000 for c in cases.ROUND10_CONFIGS.values())
+    runs = zip(cases.ROUND15_CASES[::3], cases.ROUND15_CASES[1::3], cases.ROUND15_CASES[2::3], strict=True)
+    for index, (family, (gen, adamw, sgd)) in enumerate(zip(families, runs, strict=True)):
+        for w in (gen, adamw, sgd):
+            assert w["name"].startswith(f"r15-{family.replace('_', '')}-")
+            assert w["model"]["hf_config"] == cases.ROUND15_CONFIGS[family]
+        # eager for (a) at index % 3 == 2, (b) at 0, (c) at 1; SDPA otherwise; no-SDPA families always eager
+        for run, w in enumerate((gen, adamw, sgd)):
+            eager = family in cases.ROUND10_NO_SDPA or index % 3 == (2, 0, 1)[run]
+            assert w["runtime"] == {"device": "cpu", "attention": "eager" if eager else "sdpa"}, w["name"]
+        i = gen["inference"]
+        assert (i["concurrent_sessions"], i["max_input_tokens"], i["max_output_tokens"]) == (3, 150, 12)
+        assert i["kv_cache_layout"] == "dynamic" and gen["precision"]["compute"] == "bf16"
+        t = adamw["training"]
+        assert (t["micro_batch_size"], t["sequence_length"], t["optimizer"]) == (1, 500, "adamw")
+        assert (t["activation_checkpointing"], t["optimizer_impl"]) == ("none", "foreach")
+        assert adamw["precision"]["compute"] == "bf16"
+        t = sgd["training"]
+        assert (t["micro_batch_size"], t["sequence_length"], t["optimizer"]) == (2, 100, "sgd")
+        assert (t["activation_checkpointing"], t["optimizer_impl"]) == ("full", "foreach")
+        assert sgd["precision"]["compute"] == "fp32"
+    assert any(w["name"].startswith("r15-gemma4-") for w in cases.ROUND15_CASES)
+    # no earlier case ran any of these configs
+    before = [w for w in cases.CASES if not w["name"].startswith("r15-")]
+    earlier = {json.dumps(w["model"]["hf_config"], sort_keys=True) for w in before}
+    assert not earlier & {json.dumps(c, sort_keys=True) for c in cases.ROUND15_CONFIGS.values()}
+
+
+def test_round15_measurements_are_of_the_run_with_the_stated_optimizer():
+    from benchmarks.accuracy.__main__ import RESULTS
+
+    recorded = json.loads(RESULTS.read_text())["cases"]
+    for w in cases.ROUND15_CASES:
+        m = recorded[w["name"]]
+        assert m["measured_peak_bytes"] > 0 and m["replay"]["unmatched_frees"] == 0, w["name"]
+        assert m["setup"]["end"] == m["weights_bytes"], w["name"]
+        assert m["baseline_bytes"] == m["known_live_at_window_start"]
+        assert m["versions"]["transformers"] == "5.24.0" and m["versions"]["torch"].startswith("2.13.0")
+        if w["task"] == "training":
+            assert m["optimizer_impl"] == w["training"]["optimizer_impl"] == "foreach", w["name"]
+        else:
+            assert m["generated_tokens"] == 12
+    gemma4 = [recorded[w["name"]] for w in cases.ROUND15_CASES if w["name"].startswith("r15-gemma4-")]
     assert len(gemma4) == 3
     assert all(m["model_class"] == "Gemma4ForConditionalGeneration" and m["tower_param_count"] for m in gemma4)
 
