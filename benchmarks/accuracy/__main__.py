@@ -25,7 +25,6 @@ from benchmarks.accuracy.cases import (
     CASES,
     ROUND6_CASES,
     ROUND9_CASES,
-    ROUND14_CASES,
     ROUND15_CASES,
     TUNING_CASES,
     case_by_id,
@@ -180,15 +179,10 @@ def _summary(errs: list[float], inr: int, failures: int) -> str:
 
 SETS = (
     ("Tuning set", "the cases the engine was tuned against", TUNING_CASES),
-    # Rounds 6, 9, 14 and 15 (the hold-out) have not been tuned on; rounds 1-5, 7, 8 and 10-13 were, after their
+    # Rounds 6, 9 and 15 (the hold-out) have not been tuned on; rounds 1-5, 7, 8 and 10-14 were, after their
     # first comparison (HOLDOUT.md).
     ("Round-6 hold-out", "compared once before tuning; see HOLDOUT.md", ROUND6_CASES),
     ("Round-9 hold-out", "compared once before tuning; see HOLDOUT.md", ROUND9_CASES),
-    (
-        "Round-14 hold-out",
-        "round 10's families and Gemma 4, three runs each on a fifth side of the run axes; see HOLDOUT.md",
-        ROUND14_CASES,
-    ),
     (
         "Round-15 hold-out",
         "round 14's families with vocabulary 3,001 and MLP widths x 1.5, three runs each; see HOLDOUT.md",

@@ -3021,10 +3021,11 @@ ROUND12_CASES: list[dict] = round12_cases()
 ROUND13_CASES: list[dict] = round13_cases()
 ROUND14_CASES: list[dict] = round14_cases()
 ROUND15_CASES: list[dict] = round15_cases()
-HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND9_CASES + ROUND14_CASES + ROUND15_CASES
+HOLDOUT_CASES: list[dict] = ROUND6_CASES + ROUND9_CASES + ROUND15_CASES
 
-# the 17 first cases + the round-1 to round-5, 7, 8 and 10 to 13 hold-outs, each tuned on (or moved up) after its
-# first comparison (round 13: the checkpointed backward's instants and V3.2's indexer under checkpointing, HOLDOUT.md)
+# the 17 first cases + the round-1 to round-5, 7, 8 and 10 to 14 hold-outs, each tuned on (or moved up) after its
+# first comparison (round 13: the checkpointed backward's instants and V3.2's indexer under checkpointing; round 14:
+# Gemma 4's layers, gpt-oss's softmax and experts, the late backward per kind of layer; HOLDOUT.md)
 TUNING_CASES: list[dict] = (
     CASES
     + HOLDOUT_ROUND1_CASES
@@ -3038,6 +3039,7 @@ TUNING_CASES: list[dict] = (
     + ROUND11_CASES
     + ROUND12_CASES
     + ROUND13_CASES
+    + ROUND14_CASES
 )
 CASES = TUNING_CASES + HOLDOUT_CASES
 HOLDOUT_IDS: frozenset[str] = frozenset(c["name"] for c in HOLDOUT_CASES)

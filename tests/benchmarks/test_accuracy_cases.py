@@ -33,23 +33,21 @@ def test_holdout_and_tuning_sets_are_disjoint_and_cover_cases():
     round11 = _names(cases.ROUND11_CASES)
     round12 = _names(cases.ROUND12_CASES)
     round13 = _names(cases.ROUND13_CASES)
+    round14 = _names(cases.ROUND14_CASES)
     tuning = _names(cases.TUNING_CASES)
     holdout = _names(cases.HOLDOUT_CASES)
-    # tuning set = the 17 original cases + the round-1 to round-5, 7, 8 and 10 to 13 hold-outs (each moved up after
+    # tuning set = the 17 original cases + the round-1 to round-5, 7, 8 and 10 to 14 hold-outs (each moved up after
     # its first comparison in HOLDOUT.md), in that order; round 8: the optimizer's device default, config dropouts
     sizes = (len(round1), len(round2), len(round3), len(round4), len(round5), len(round7), len(round8))
-    later = (len(round10), len(round11), len(round12), len(round13))
-    assert (*sizes, *later) == (11, 11, 12, 126, 126, 56, 11, 52, 52, 52, 52)
+    later = (len(round10), len(round11), len(round12), len(round13), len(round14))
+    assert (*sizes, *later) == (11, 11, 12, 126, 126, 56, 11, 52, 52, 52, 52, 81)
     earlier = original + round1 + round2 + round3 + round4 + round5 + round7 + round8
-    assert tuning == earlier + round10 + round11 + round12 + round13
-    assert len(set(tuning)) == 578
+    assert tuning == earlier + round10 + round11 + round12 + round13 + round14
+    assert len(set(tuning)) == 659
     # hold-out: round 6, one run per path per model type on new configs, none shared with tuning; round 9: round
-    # 8's mechanisms on new models and paths; round 14: round 10's families and Gemma 4, three runs each; round 15:
-    # round 14's families changed by one rule, three runs each
-    assert holdout == _names(
-        cases.round6_cases() + cases.round9_cases() + cases.round14_cases() + cases.round15_cases()
-    )
-    assert len(set(holdout)) == len(holdout) == 56 + 10 + 81 + 81
+    # 8's mechanisms on new models and paths; round 15: round 14's families changed by one rule, three runs each
+    assert holdout == _names(cases.round6_cases() + cases.round9_cases() + cases.round15_cases())
+    assert len(set(holdout)) == len(holdout) == 56 + 10 + 81
     assert not set(tuning) & set(holdout)
     assert _names(cases.CASES) == tuning + holdout
     assert all(cases.is_holdout(n) for n in holdout)
@@ -192,11 +190,10 @@ def test_report_shows_each_set_and_overall():
     from benchmarks.accuracy.__main__ import load_results, report
 
     text, _ = report(load_results())
-    assert "### Tuning set (578 cases" in text
+    assert "### Tuning set (659 cases" in text
     assert "### Round-6 hold-out (" in text
     assert "Round-6 hold-out: median |error|" in text
     assert "### Round-9 hold-out (10 cases" in text
-    assert "### Round-14 hold-out (81 cases" in text
     assert "### Round-15 hold-out (81 cases" in text
     assert "- All cases: median |error|" in text
 
