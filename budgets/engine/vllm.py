@@ -280,51 +280,64 @@ class CacheLayout:
     @property
     def uniform(self) -> bool:
         """Every layer keeps every position (full attention or MLA): the pool is plain blocks."""
-        return all(m.kind in ("full", "mla", "chunked", "none") for m, _ in self.mixers)
+        return _layout_figures(self)[0]
 
     @property
     def _attention_per_token(self) -> float:
         """Bytes per token of one attention layer (the largest), the unit of every page."""
-        d = nbytes(self.precision)
-        return max((m.kv_elements_per_token(self.tensor) * d for m, _ in self.mixers), default=0.0)
+        return _layout_figures(self)[1]
 
     @property
     def _state_page(self) -> float:
-        d = nbytes(self.precision)
-        return max((m.state_elements_per_sequence(self.tensor) * d for m, _ in self.mixers), default=0.0)
+        return _layout_figures(self)[2]
 
     @property
     def block_tokens(self) -> int:
         """The attention block size vLLM runs with: raised for hybrids so one page holds a recurrent state."""
-        per_token, state = self._attention_per_token, self._state_page
-        if not state or not per_token:
-            return self.block
-        return max(self.block, 16 * math.ceil(state / (16 * per_token)))
+        return _layout_figures(self)[3]
 
     @property
     def page_bytes_per_token(self) -> int:
-        d = nbytes(self.precision)
-        if self.uniform:
-            return int(sum(m.kv_elements_per_token(self.tensor) * d * n for m, n in self.mixers))
-        caching = sum(n for m, n in self.mixers if m.kind != "none")
-        return int(self._attention_per_token * caching)
+        return _layout_figures(self)[4]
 
     def request_bytes(self, tokens: int) -> int:
         """Bytes of the pool one request of `tokens` positions holds on this rank."""
-        d = nbytes(self.precision)
-        block = self.block_tokens
-        padded_state = block * self._attention_per_token if self._state_page and self._attention_per_token else None
-        total = 0.0
-        for m, n in self.mixers:
-            per_block = m.kv_elements_per_token(self.tensor) * d * block
-            if m.kind == "sliding" and m.window:
-                blocks = math.ceil(min(m.window - 1 + self.batched, tokens) / block) + 1
-            else:
-                blocks = math.ceil(tokens / block)
-            total += per_block * blocks * n
-            if m.kind in ("linear", "mamba"):
-                total += (padded_state or m.state_elements_per_sequence(self.tensor) * d) * n
-        return int(total)
+        return _request_bytes(self, tokens)
+
+
+@lru_cache(maxsize=1024)
+def _layout_figures(layout: CacheLayout) -> tuple[bool, float, float, int, int]:
+    """(uniform, attention bytes per token, state page, block tokens, page bytes per token) of a layout, computed once
+    per layout (a plan search asks for them for every plan of the same stage)."""
+    d = nbytes(layout.precision)
+    mixers = layout.mixers
+    uniform = all(m.kind in ("full", "mla", "chunked", "none") for m, _ in mixers)
+    per_token = max((m.kv_elements_per_token(layout.tensor) * d for m, _ in mixers), default=0.0)
+    state = max((m.state_elements_per_sequence(layout.tensor) * d for m, _ in mixers), default=0.0)
+    block = layout.block if not state or not per_token else max(layout.block, 16 * math.ceil(state / (16 * per_token)))
+    if uniform:
+        page = int(sum(m.kv_elements_per_token(layout.tensor) * d * n for m, n in mixers))
+    else:
+        page = int(per_token * sum(n for m, n in mixers if m.kind != "none"))
+    return uniform, per_token, state, block, page
+
+
+@lru_cache(maxsize=4096)
+def _request_bytes(layout: CacheLayout, tokens: int) -> int:
+    d = nbytes(layout.precision)
+    _, per_token, state, block, _ = _layout_figures(layout)
+    padded_state = block * per_token if state and per_token else None
+    total = 0.0
+    for m, n in layout.mixers:
+        per_block = m.kv_elements_per_token(layout.tensor) * d * block
+        if m.kind == "sliding" and m.window:
+            blocks = math.ceil(min(m.window - 1 + layout.batched, tokens) / block) + 1
+        else:
+            blocks = math.ceil(tokens / block)
+        total += per_block * blocks * n
+        if m.kind in ("linear", "mamba"):
+            total += (padded_state or m.state_elements_per_sequence(layout.tensor) * d) * n
+    return int(total)
 
 
 # MXFP4 experts on the device (vllm-0.11.0/model_executor/layers/quantization/mxfp4.py): below compute capability 10
