@@ -133,19 +133,17 @@ def generate_stage(w: Workload, stage: parallel.Stage, weights: Range) -> StageP
         sample_low, sample_act, sample_high = low + generation_ids, expected + generation_ids, high + generation_ids
 
     out = StagePhases(stage.name, preallocated=cache.preallocated)
+    out.fixed["weights"] = weights  # alive, unchanged, in every phase
     out.phases["prefill"] = {
-        "weights": weights,
         "kv_cache": Range.exact(cache.prefill_bytes),
         "activations": Range.spread(prefill_act, lo, hi),
     }
     out.phases["decode"] = {
-        "weights": weights,
         "kv_cache": Range.exact(cache.final_bytes + cache.growth_bytes),  # torch.cat always copies while growing
         "activations": Range.spread(decode_act, lo, hi),
     }
     if sample_act:
         out.phases["sample"] = {
-            "weights": weights,
             "kv_cache": Range.exact(cache.final_bytes),
             "activations": Range(int(sample_low), int(sample_act), int(sample_high * hi)),
         }
@@ -291,8 +289,9 @@ def vllm_stage(w: Workload, stage: parallel.Stage, weights: Range, device: Devic
             + f" = {pool:,} B ({plan.kv_pool_tokens:,} tokens, {plan.max_concurrency}× max_model_len"
             f" {inf.max_model_len}); the workload needs {needed:,} B" + (f"; {plan.reason}" if plan.reason else "")
         )
-    out.phases["profile"] = {"weights": weights, "activations": activations}
-    out.phases["serve"] = {"weights": weights, "kv_cache": kv_value, "activations": activations}
+    out.fixed["weights"] = weights  # alive, unchanged, in both phases
+    out.phases["profile"] = {"activations": activations}
+    out.phases["serve"] = {"kv_cache": kv_value, "activations": activations}
     # outside the pool on the device: CUDA graphs, and the lazily loaded modules (non-torch growth)
     out.fixed["workspace"] = VLLM_CUDA_GRAPHS + Range.exact(vllm.loaded_modules_bytes(vllm.profile_for(version)))
     out.notes["kv_cache"] = kv_note

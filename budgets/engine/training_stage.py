@@ -102,42 +102,34 @@ def training_stage(
 
     out = StagePhases(stage.name)
     out.fixed["workspace"] = _workspace(w, spec, stage, layer_p, params.trainable, states, x)
+    # the weights and the optimizer state are alive, unchanged, in every phase of the step
+    out.fixed["weights"], out.fixed["optimizer_state"] = weights, optimizer
 
     def band(field: str) -> Range:
         # under torch.compile the eager layers' and loss's figure is the high end
         v, v_eager = getattr(a, field), getattr(eager, field)
         return Range(min(int(v * lo), int(v)), int(v), max(int(v_eager * hi), int(v)))
 
-    out.phases["forward"] = {"weights": weights, "optimizer_state": optimizer, "activations": band("forward") + batch}
+    out.phases["forward"] = {"activations": band("forward") + batch}
     out.phases["backward"] = {
-        "weights": weights,
-        "optimizer_state": optimizer,
         # measured (CPU profiler): the backward peak is at log_softmax backward, before any
         # parameter gradient exists; the LM head gradient arrives after the loss buffers are freed
         "activations": band("backward_start") + batch,
         "gradients": ZERO,
     }
     out.phases["backward_head"] = {
-        "weights": weights,
-        "optimizer_state": optimizer,
         "activations": band("backward_head") + batch,
         "gradients": Range.exact(a.head_grad),
     }
     out.phases["backward_first_layer"] = {
-        "weights": weights,
-        "optimizer_state": optimizer,
         "activations": band("backward_first_layer") + batch,
         "gradients": Range.exact(states.grads.bytes - a.untied_embedding_grad - a.first_layer_absent_grad),
     }
     out.phases["backward_end"] = {
-        "weights": weights,
-        "optimizer_state": optimizer,
         "activations": band("backward_end") + batch,
         "gradients": states.grads + Range.exact(a.embedding_grad_extra),
     }
     out.phases["optimizer_step"] = {
-        "weights": weights,
-        "optimizer_state": optimizer,
         "gradients": states.grads,
         "workspace": states.step_temp,
         "activations": batch,
