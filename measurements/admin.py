@@ -25,8 +25,10 @@ from .services import (
 )
 
 
-def _size(value: int | None) -> str:
-    return format_bytes(value) if value is not None else "—"
+def _size(value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "—"
+    return format_bytes(int(value))
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -186,16 +188,19 @@ class MeasurementAdmin(ReadOnlyAdmin):
     def ratios_table(self, obj: Measurement) -> SafeString | str:
         if not obj.ratios:
             return "—"
+        # format_html escapes its arguments into strings first, so the number is formatted here (a "{:.3f}" in the
+        # template raised ValueError, which the admin showed as "-")
         rows = "".join(
             format_html(
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.3f}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 view,
-                _size(r["measured_bytes"]),
-                _size(r["estimated_bytes"]),
-                r["ratio"],
-                r["basis"],
+                _size(r.get("measured_bytes")),
+                _size(r.get("estimated_bytes")),
+                _ratio(r.get("ratio")),
+                r.get("basis", ""),
             )
             for view, r in obj.ratios.items()
+            if isinstance(r, dict)
         )
         head = "<tr><th>view</th><th>measured</th><th>estimated</th><th>ratio</th><th>budget figure</th></tr>"
         return mark_safe(f"<table>{head}{rows}</table>")
@@ -204,6 +209,13 @@ class MeasurementAdmin(ReadOnlyAdmin):
     def pretty_document(self, obj: Measurement) -> SafeString:
         shown = {k: v for k, v in (obj.document or {}).items() if k != "timeline"}
         return format_html("<pre>{}</pre>", json.dumps(shown, indent=2))
+
+
+def _ratio(value: object) -> str:
+    """measured / estimated to three decimals; a stored value that is not a number shows as "—"."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "—"
+    return f"{value:.3f}"
 
 
 class RegisteredProgramForm(forms.ModelForm):

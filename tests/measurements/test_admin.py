@@ -77,3 +77,15 @@ def test_the_list_shows_provenance_and_staff_with_the_permission_mark_uploads_re
     reviewed = Measurement.objects.select_related("review__reviewer").get(pk=upload.pk)
     assert reviewed.provenance == "reviewed_upload" and reviewed.review.reviewer.username == "admin"
     assert not hasattr(Measurement.objects.get(pk=measured.pk), "review")  # a node's run needs no review
+
+
+def test_the_measurement_page_reads_each_views_ratio(admin_client, measured: Measurement) -> None:
+    """The "measured / estimated" table shows its numbers (it showed "-": format_html escaped the float before the
+    template's {:.3f} could format it, and the ValueError was swallowed)."""
+    assert measured.ratios, "the fixture's measurement must have been compared with its budget"
+    page = admin_client.get(f"/admin/measurements/measurement/{measured.pk}/change/").content.decode()
+    table = re.search(r"<table><tr><th>view</th><th>measured</th>.*?</table>", page, re.S)
+    assert table is not None
+    for view, ratio in measured.ratios.items():
+        assert f"<td>{view}</td>" in table.group(0)
+        assert f"<td>{ratio['ratio']:.3f}</td>" in table.group(0)
