@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from .login_limit import LoginLimitedAuthenticationForm, refusal_status
+from .views import home
 
 # rest_framework.urls, with the sign-in limit on the login form (vramplan/login_limit.py)
 api_auth = (
@@ -17,6 +18,7 @@ api_auth = (
 )  # fmt: skip
 
 urlpatterns = [
+    path("", home, name="home"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("catalog.api.urls")),
     path("api/v1/", include("budgets.api.urls")),
