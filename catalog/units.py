@@ -51,6 +51,19 @@ def parse_memory(text: str) -> int:
     return value
 
 
+def parse_device_memory(text: str) -> int:
+    """`parse_memory` for a device's memory: a bare number below 1 MiB (``"80"``) is refused with the units it probably
+    meant, since no device has that little memory and 80 bytes is never what was asked."""
+    value = parse_memory(text)
+    bare = str(text).strip()
+    if bare.isdecimal() and value < 2**20:
+        raise UnitError(
+            f"{text!r} without a unit is read as {value} bytes, less than any device's memory; give a unit,"
+            f" e.g. {bare}GB or {bare}GiB"
+        )
+    return value
+
+
 def format_bytes(value: int) -> str:
     """``80_000_000_000`` → ``"80.0 GB (74.5 GiB)"``: both conventions, always labelled."""
     return f"{value / 1e9:.1f} GB ({value / 2**30:.1f} GiB)"

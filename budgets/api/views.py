@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from budgets.engine.device import NO_DEVICE, Device
-from catalog.units import UnitError, parse_memory
+from catalog.units import UnitError, parse_device_memory
 from vramplan.openapi import BAD_REQUEST, CONFLICT, ESTIMATE_THROTTLED, NOT_FOUND, THROTTLED, UNAUTHORIZED
 from vramplan.parsers import NulSafeJSONParser
 from vramplan.throttling import EstimateThrottle, throttles
@@ -41,7 +41,7 @@ def _device(request: Request) -> Device:
         raise ValidationError({"device_memory": ["give device_memory or configuration, not both"]})
     try:
         if size is not None:
-            return Device(parse_memory(size))
+            return Device(parse_device_memory(size))
         if slug is not None:
             return services.configuration_device(slug)
     except UnitError as exc:

@@ -97,6 +97,9 @@ def estimate(
     if serving is not None and w.inference is not None:
         version = w.runtime.engine_version or vllm.DEFAULT_VLLM_VERSION
         assumptions += (vllm.describe(serving, w.inference.gpu_memory_utilization or 0.9, version),)
+        asked = vllm.concurrency_sentence(serving, w.inference.concurrent_sessions, w.inference.max_request_tokens)
+        if asked:
+            assumptions += (asked,)
     plan = {
         "tensor": par.tensor,
         "pipeline": par.pipeline,

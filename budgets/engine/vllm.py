@@ -536,6 +536,22 @@ def needed_device_memory(p: PoolInputs, needed_bytes: int) -> int:
     return math.ceil((non_kv + needed_bytes) / p.utilization)
 
 
+def concurrency_sentence(plan: ServingPlan, sessions: int, longest: int) -> str | None:
+    """Whether the pool holds the asked concurrency at the longest request, said in the answer (a `starts: true` with
+    a concurrency below the asked one is not a fit); None without device memory."""
+    held = plan.max_concurrent_sessions_at_max_request
+    if plan.kv_pool_bytes is None or held is None:
+        return None
+    if not plan.starts:
+        return f"the asked {sessions} sessions of {longest} tokens: vLLM does not start ({plan.reason})"
+    if held >= sessions:
+        return f"the KV pool holds {held} sessions of the longest request ({longest} tokens): the asked {sessions} fit"
+    return (
+        f"the KV pool holds {held} sessions of the longest request ({longest} tokens): the asked {sessions} do NOT"
+        f" fit at that length (vLLM would queue the rest)"
+    )
+
+
 def describe(plan: ServingPlan, utilization: float, version: str = DEFAULT_VLLM_VERSION) -> str:
     """The budget's assumption line naming the profile used (and how a pasted version string mapped to it)."""
     profile = next(p for p in PROFILES if p.name == plan.profile)

@@ -67,3 +67,28 @@ def test_the_schema_documents_plan_and_serving(api) -> None:
         "device_memory",
         "configuration",
     }
+
+
+def test_a_bare_number_below_a_mebibyte_is_a_400_that_suggests_a_unit(api) -> None:
+    response = api.post("/api/v1/estimate?device_memory=80", VLLM, format="json")
+    assert response.status_code == 400
+    (message,) = response.json()["device_memory"]
+    assert "read as 80 bytes" in message and "80GB" in message
+    assert api.post(f"/api/v1/estimate?device_memory={2**30}", VLLM, format="json").status_code == 200  # bytes, large
+
+
+def test_the_answer_says_whether_the_asked_concurrency_fits_the_pool(api) -> None:
+    busy = {**VLLM, "inference": {**VLLM["inference"], "concurrent_sessions": 32}}
+    small = api.post("/api/v1/estimate?device_memory=24GB", busy, format="json").json()
+    held = small["serving"]["max_concurrent_sessions_at_max_request"]
+    assert small["serving"]["starts"] is True and held < 32
+    assert any(f"holds {held} sessions" in a and "the asked 32 do NOT fit" in a for a in small["assumptions"])
+    large = api.post("/api/v1/estimate?device_memory=141GB", busy, format="json").json()
+    assert any("the asked 32 fit" in a for a in large["assumptions"])
+
+
+def test_the_command_refuses_a_bare_number_below_a_mebibyte_too(tmp_path) -> None:
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(VLLM))
+    with pytest.raises(CommandError, match="read as 80 bytes"):
+        call_command("estimate", str(path), "--device-memory", "80", stdout=StringIO())

@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 from pydantic import ValidationError
 
 from budgets.engine.device import NO_DEVICE, Device
-from catalog.units import UnitError, parse_memory
+from catalog.units import UnitError, parse_device_memory
 
 from ...engine import render_table, validation_errors
 from ...services import BudgetOutOfRange, budget_compute, configuration_device, workload_validate
@@ -70,7 +70,7 @@ class Command(BaseCommand):
 def device_option(size: str | None, configuration: str | None) -> Device:
     try:
         if size is not None:
-            return Device(parse_memory(size))
+            return Device(parse_device_memory(size))
         if configuration is not None:
             return configuration_device(configuration)
     except UnitError as exc:
