@@ -202,3 +202,22 @@ def test_deleting_an_order_deletes_its_jobs_measurements_and_timelines(api, orde
     assert Order.objects.get().decided_by is not None
     assert api.delete(f"/api/v1/orders/{order['id']}/").status_code == 204
     assert not Order.objects.exists() and not Measurement.objects.exists() and not AcceptanceJob.objects.exists()
+
+
+def test_a_refused_upload_token_says_what_kind_of_credential_it_was(api, anon_api, order, user) -> None:
+    """Issue 16, first hour, item 8: an API token sent as an upload token says it is the wrong kind; a token of
+    another order says whose it is. Said from the token's shape alone: no lookup of API tokens (no oracle)."""
+    from rest_framework.authtoken.models import Token
+
+    url = f"/api/v1/orders/{order['id']}/measurements/"
+    api_key = Token.objects.get_or_create(user=user)[0].key
+    wrong_kind = anon_api.post(url, measurement_document(), format="json", HTTP_AUTHORIZATION=f"Upload {api_key}")
+    assert wrong_kind.status_code == 401
+    assert "not an upload token" in wrong_kind.json()["detail"]
+    assert "Authorization: Token <key>" in wrong_kind.json()["detail"]
+    other_order = order["id"] + 1000
+    other = f"vpu_{other_order}_secret"
+    elsewhere = anon_api.post(url, measurement_document(), format="json", HTTP_AUTHORIZATION=f"Upload {other}")
+    assert elsewhere.json()["detail"] == f"This upload token is for order {other_order}, not order {order['id']}."
+    stale = anon_api.post(url, measurement_document(), format="json", HTTP_AUTHORIZATION=f"Upload vpu_{order['id']}_x")
+    assert "not valid for this order" in stale.json()["detail"]
