@@ -336,8 +336,16 @@ def suggested_settings(
     variants: Variants,
     corrections: Corrections,
 ) -> dict[str, Any]:
-    """The settings of the chosen plan; with ``does_not_fit``, the nearest changes that would fit."""
+    """The settings of the chosen plan; with ``does_not_fit``, the nearest changes that would fit. A workload that
+    names no CUDA version gets the one this configuration was judged with, and why."""
     settings: dict[str, Any] = {}
+    cuda = compat.assumed_cuda(compat.Requirements.from_workload(workload), view.facts)
+    if cuda is not None:
+        settings["cuda_version"] = {
+            "value": cuda,
+            "basis": f"runtime.cuda_version not given: the newest CUDA driver {view.facts.driver_version} runs,"
+            " which the compatibility rules judged this configuration with",
+        }
     a = outcome.assessment
     if a is None:
         return settings

@@ -353,7 +353,12 @@ class ParallelismSpec(_Section):
 class RuntimeSpec(_Section):
     device: Literal["cuda", "cpu"] = "cuda"
     framework: Literal["pytorch"] = "pytorch"
-    cuda_version: str = Field("12.4", pattern=r"^\d{1,2}\.\d{1,2}$", description="CUDA toolkit, e.g. 12.4")
+    cuda_version: str | None = Field(
+        None,
+        pattern=r"^\d{1,2}\.\d{1,2}$",
+        description="CUDA toolkit, e.g. 12.8; not given: each configuration is judged with the newest CUDA its driver"
+        " runs (the recommendation says which), and the budget assumes lazy module loading (CUDA ≥ 11.7)",
+    )
     attention: Literal["eager", "sdpa", "flash"] = "sdpa"
     expandable_segments: bool = False
     compile: bool = Field(
@@ -388,7 +393,10 @@ class RuntimeSpec(_Section):
         return value
 
     @property
-    def cuda_version_tuple(self) -> tuple[int, int]:
+    def cuda_version_tuple(self) -> tuple[int, int] | None:
+        """(major, minor), or None when not given."""
+        if self.cuda_version is None:
+            return None
         major, minor = self.cuda_version.split(".")
         return int(major), int(minor)
 

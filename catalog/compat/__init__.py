@@ -31,7 +31,7 @@ from .base import (
     parse_compute_capability,
     parse_cuda_version,
 )
-from .configuration import RULES, Facts, Requirements, check_configuration
+from .configuration import RULES, Facts, Requirements, assumed_cuda, check_configuration
 from .cuda_arch import (
     MIN_CUDA_FOR_CC,
     check_cuda_for_compute_capability,
@@ -86,6 +86,7 @@ __all__ = [
     "Requirements",
     "Toolkit",
     "Wheel",
+    "assumed_cuda",
     "cc_supports_precision",
     "check_configuration",
     "check_cuda_for_compute_capability",

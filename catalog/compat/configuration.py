@@ -9,12 +9,12 @@ built from a catalog row by ``catalog.selectors.configuration_facts``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from .base import CompatError, ComputeCapability, Reason
+from .base import CompatError, ComputeCapability, Reason, cuda_minor
 from .cuda_arch import check_cuda_arch
-from .driver import Toolkit, check_driver
+from .driver import Toolkit, check_driver, max_cuda_for_driver
 from .host import check_device, check_host
 from .kernels import check_attention, check_engine
 from .precision import check_precisions, normalize_precision
@@ -146,12 +146,31 @@ RULES: tuple[tuple[str, Rule], ...] = (
 )
 
 
+def assumed_cuda(requirements: Requirements, facts: Facts) -> str | None:
+    """The CUDA version a workload that names none is judged with on this configuration: the newest toolkit its
+    driver fully runs (``max_cuda_for_driver``); None when the workload names one, runs on the CPU, the device is no
+    NVIDIA GPU, or the driver is unknown (then the driver rule says so)."""
+    if requirements.cuda_version is not None or requirements.device != "cuda" or not facts.is_nvidia_gpu:
+        return None
+    if not facts.driver_version:
+        return None
+    try:
+        newest = max_cuda_for_driver(facts.driver_version, facts.toolkits)
+    except CompatError:
+        return None
+    return cuda_minor(newest) if newest else None
+
+
 def check_configuration(requirements: Requirements, facts: Facts) -> list[Reason]:
     """Every failed rule, in :data:`RULES` order; empty when the configuration can run the workload.
 
-    A rule that cannot read its input (an unknown CUDA major, an unreadable driver version) fails with
-    that message rather than passing silently.
+    A workload that names no CUDA version is judged with the newest one the configuration's driver runs
+    (``assumed_cuda``). A rule that cannot read its input (an unknown CUDA major, an unreadable driver version) fails
+    with that message rather than passing silently.
     """
+    assumed = assumed_cuda(requirements, facts)
+    if assumed is not None:
+        requirements = replace(requirements, cuda_version=assumed)
     reasons: list[Reason] = []
     for name, rule in RULES:
         try:

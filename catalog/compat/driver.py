@@ -181,10 +181,12 @@ def check_driver(requirements: Requirements, facts: Facts) -> list[Reason]:
     Minor-version compatibility is not enough here: it runs prebuilt binaries but not JIT of newer PTX
     (research §B1), and Triton and ``torch.compile`` JIT-compile — so a CUDA 12.8 workload needs ≥ 570.26.
     """
-    if requirements.cuda_version is None or not facts.is_nvidia_gpu:
+    if requirements.device != "cuda" or not facts.is_nvidia_gpu:
         return []
     if not facts.driver_version:
         return [Reason("driver", "the configuration lists no driver version", "record the installed NVIDIA driver")]
+    if requirements.cuda_version is None:
+        return []
     cuda = requirements.cuda_version
     if cuda_support(facts.driver_version, cuda, facts.toolkits) is CudaSupport.FULL:
         return []

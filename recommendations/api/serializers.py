@@ -162,6 +162,11 @@ def _optional_int(help_text: str = "") -> serializers.IntegerField:
     return serializers.IntegerField(required=False, allow_null=True, help_text=help_text)
 
 
+class AssumedCudaSerializer(serializers.Serializer):
+    value = serializers.CharField(help_text="The CUDA version this configuration was judged with, e.g. 12.8.")
+    basis = serializers.CharField(help_text="Why: runtime.cuda_version not given, the newest its driver runs.")
+
+
 class SuggestedSettingsSerializer(serializers.Serializer):
     """vLLM settings (vLLM workloads), training settings (training), the nearest changes (does_not_fit)."""
 
@@ -184,6 +189,7 @@ class SuggestedSettingsSerializer(serializers.Serializer):
     max_micro_batch_size = _optional_int("training: the largest that fits under the plan.")
     max_concurrency_within_latency_target = _optional_int("With acceptance.max_ms_per_output_token.")
     nearest_changes = ChangeSerializer(many=True, required=False, help_text="does_not_fit only.")
+    cuda_version = AssumedCudaSerializer(required=False, help_text="Only when the workload names no CUDA version.")
 
 
 class RecommendationSerializer(serializers.Serializer):

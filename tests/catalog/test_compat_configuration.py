@@ -187,3 +187,19 @@ def test_a_flash_attention_workload_asks_for_fa2() -> None:
     workload = _workload("vllm-llama-3.1-8b-chat.json")
     flash = workload.model_copy(update={"runtime": workload.runtime.model_copy(update={"attention": "flash"})})
     assert Requirements.from_workload(flash).flash_attention == 2
+
+
+@pytest.mark.parametrize("device", ["b200", "rtx-5090", "rtx-pro-6000-blackwell"])
+def test_a_workload_naming_no_cuda_is_judged_with_the_newest_its_driver_runs(device: str) -> None:
+    """Issue 16, first hour, item 3: without runtime.cuda_version a silent 12.4 made every Blackwell GPU
+    unsupported; now the newest CUDA the driver fully runs is assumed, and `assumed_cuda` says which."""
+    from catalog.compat import assumed_cuda
+
+    needs = _needs(cuda_version=None)
+    facts = device_facts(device, R570)
+    assert check_configuration(needs, facts) == []
+    assumed = assumed_cuda(needs, facts)
+    assert assumed is not None and version_key(assumed) >= version_key("12.8")
+    assert assumed_cuda(_needs(cuda_version="12.4"), facts) is None  # a stated version is the one judged
+    old_driver = device_facts("h100-sxm-80gb", "535.104.05")
+    assert version_key(assumed_cuda(needs, old_driver) or "0") < version_key("12.3")  # what 535 runs: 12.2

@@ -291,3 +291,16 @@ def test_a_real_answer_validates_against_the_schema_and_mirrors_each_dataclass(a
             _keys_match(shapes.PlanSerializer, change["plan"])
             seen["nearest_changes"] = True
     assert all(seen.values()), seen  # every part was present in some answer, so every part was compared
+
+
+def test_a_workload_naming_no_cuda_is_judged_on_blackwell_with_what_its_driver_runs(api, catalog) -> None:
+    """Issue 16, first hour, item 3: a silent CUDA 12.4 made every Blackwell configuration `unsupported`."""
+    assert "cuda_version" not in LLAMA_70B.get("runtime", {})
+    entries = by_slug(recommend(api, LLAMA_70B))
+    blackwell = [e for slug, e in entries.items() if slug.startswith("b200-")]
+    assert blackwell and all(e["verdict"] != "unsupported" for e in blackwell)
+    for entry in blackwell:
+        cuda = entry["suggested_settings"]["cuda_version"]
+        assert version_key(cuda["value"]) >= version_key("12.8") and "not given" in cuda["basis"]
+    stated = by_slug(recommend(api, _merge(LLAMA_70B, {"runtime": {"cuda_version": "12.4"}})))
+    assert {stated[slug]["verdict"] for slug in stated if slug.startswith("b200-")} == {"unsupported"}

@@ -101,16 +101,18 @@ EAGER_CONTEXT = Range(666_632_192, 1000 * MB, 1343 * MB)
 
 def cuda_context(
     device: str,
-    cuda_version: tuple[int, int],
+    cuda_version: tuple[int, int] | None,
     device_name: str | None = None,
     compute_capability: tuple[int, int] | None = None,
 ) -> tuple[Range, str]:
-    """The CUDA context of one process on `device_name`'s architecture with this CUDA toolkit."""
+    """The CUDA context of one process on `device_name`'s architecture with this CUDA toolkit (None: not given, so
+    a toolkit with lazy module loading is assumed, as every one since 11.7 has, and the note says so)."""
     if device == "cpu":
         return Range(0, 0, 0), "cpu device: no CUDA context"
-    if cuda_version < (11, 7):
+    if cuda_version is not None and cuda_version < (11, 7):
         return EAGER_CONTEXT, "CUDA context without lazy module loading (CUDA < 11.7): every kernel module loaded"
+    assumed = " (runtime.cuda_version not given: assumed ≥ 11.7)" if cuda_version is None else ""
     arch = architecture(device_name, compute_capability)
     if arch.family in LAZY_CONTEXT:
-        return LAZY_CONTEXT[arch.family], f"CUDA context with lazy module loading (CUDA ≥ 11.7), {arch.family}"
-    return LAZY_CONTEXT_ANY, "CUDA context with lazy module loading (CUDA ≥ 11.7), range over published GPUs"
+        return LAZY_CONTEXT[arch.family], f"CUDA context with lazy module loading (CUDA ≥ 11.7){assumed}, {arch.family}"
+    return LAZY_CONTEXT_ANY, f"CUDA context with lazy module loading (CUDA ≥ 11.7){assumed}, range over published GPUs"
