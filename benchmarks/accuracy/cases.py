@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from budgets.engine import SUPPORTED_MODEL_TYPES
 
@@ -2824,20 +2825,37 @@ ROUND14_CKPT_TRAIN_SHAPE = (1, 420)  # micro-batch, sequence length: run (b)
 ROUND14_ADAMW_TRAIN_SHAPE = (2, 150)  # micro-batch, sequence length: run (c)
 
 
-def round14_cases() -> list[dict]:
-    """Three runs per family of ROUND14_CONFIGS (see the rule above): (a) generate, (b) SGD-momentum training with
-    full checkpointing (foreach stated), (c) AdamW training (the optimizer's implementation left to torch)."""
+@dataclass(frozen=True)
+class TrainRun:
+    """One training run of a family round: its name part and its settings (`family_runs`)."""
+
+    label: str  # the case name's part after "train-", e.g. "sgdmomentum-ckpt-bf16"
+    precision: str
+    shape: tuple[int, int]  # micro-batch, sequence length
+    optimizer: str
+    ckpt: str
+    optimizer_impl: str | None
+
+
+def family_runs(
+    tag: str,
+    configs: dict[str, dict],
+    gen_shape: tuple[int, int, int],
+    train_runs: tuple[TrainRun, TrainRun],
+    eager_offset: int,
+) -> list[dict]:
+    """Three runs per family of `configs`: generate (bf16, dynamic cache, `gen_shape`) and the two training runs, in
+    that order. Run r is eager for the families at index % 3 == (r + eager_offset) % 3, SDPA otherwise (the families
+    without SDPA always eager)."""
     out = []
-    sessions, prompt, new = ROUND14_GEN_SHAPE
-    ckpt_batch, ckpt_seq = ROUND14_CKPT_TRAIN_SHAPE
-    adamw_batch, adamw_seq = ROUND14_ADAMW_TRAIN_SHAPE
-    for index, (family, cfg) in enumerate(ROUND14_CONFIGS.items()):
+    sessions, prompt, new = gen_shape
+    for index, (family, cfg) in enumerate(configs.items()):
         name = family.replace("_", "")
         no_sdpa = family in ROUND10_NO_SDPA
-        attention = ["eager" if no_sdpa or index % 3 == run else "sdpa" for run in range(3)]
+        attention = ["eager" if no_sdpa or index % 3 == (run + eager_offset) % 3 else "sdpa" for run in range(3)]
         out.append(
             infer(
-                f"r14-{name}-gen-dynamic-bf16-{attention[0]}-b{sessions}",
+                f"{tag}-{name}-gen-dynamic-bf16-{attention[0]}-b{sessions}",
                 cfg,
                 precision="bf16",
                 sessions=sessions,
@@ -2847,33 +2865,32 @@ def round14_cases() -> list[dict]:
                 attention=attention[0],
             )
         )
-        out.append(
-            train(
-                f"r14-{name}-train-sgdmomentum-ckpt-bf16-{attention[1]}-b{ckpt_batch}",
-                cfg,
-                precision="bf16",
-                micro_batch=ckpt_batch,
-                seq=ckpt_seq,
-                optimizer="sgd_momentum",
-                ckpt="full",
-                attention=attention[1],
-                optimizer_impl="foreach",
+        for run, spec in enumerate(train_runs, start=1):
+            micro_batch, seq = spec.shape
+            out.append(
+                train(
+                    f"{tag}-{name}-train-{spec.label}-{attention[run]}-b{micro_batch}",
+                    cfg,
+                    precision=spec.precision,
+                    micro_batch=micro_batch,
+                    seq=seq,
+                    optimizer=spec.optimizer,
+                    ckpt=spec.ckpt,
+                    attention=attention[run],
+                    optimizer_impl=spec.optimizer_impl,
+                )
             )
-        )
-        out.append(
-            train(
-                f"r14-{name}-train-adamw-default-fp32-{attention[2]}-b{adamw_batch}",
-                cfg,
-                precision="fp32",
-                micro_batch=adamw_batch,
-                seq=adamw_seq,
-                optimizer="adamw",
-                ckpt="none",
-                attention=attention[2],
-                optimizer_impl=None,
-            )
-        )
     return out
+
+
+def round14_cases() -> list[dict]:
+    """Three runs per family of ROUND14_CONFIGS (see the rule above): (a) generate, (b) SGD-momentum training with
+    full checkpointing (foreach stated), (c) AdamW training (the optimizer's implementation left to torch)."""
+    runs = (
+        TrainRun("sgdmomentum-ckpt-bf16", "bf16", ROUND14_CKPT_TRAIN_SHAPE, "sgd_momentum", "full", "foreach"),
+        TrainRun("adamw-default-fp32", "fp32", ROUND14_ADAMW_TRAIN_SHAPE, "adamw", "none", None),
+    )
+    return family_runs("r14", ROUND14_CONFIGS, ROUND14_GEN_SHAPE, runs, eager_offset=0)
 
 
 # Round 15: round 14's 27 configs (ROUND14_CONFIGS: round 10's 26 and Gemma 4) each changed by one fixed rule,
@@ -2956,53 +2973,11 @@ ROUND15_CONFIGS: dict[str, dict] = {family: round15_config(cfg) for family, cfg 
 def round15_cases() -> list[dict]:
     """Three runs per family of ROUND15_CONFIGS (see the rule above): (a) generate, (b) AdamW training without
     checkpointing, (c) plain-SGD training with full checkpointing, both with foreach stated."""
-    out = []
-    sessions, prompt, new = ROUND15_GEN_SHAPE
-    adamw_batch, adamw_seq = ROUND15_ADAMW_TRAIN_SHAPE
-    ckpt_batch, ckpt_seq = ROUND15_CKPT_TRAIN_SHAPE
-    for index, (family, cfg) in enumerate(ROUND15_CONFIGS.items()):
-        name = family.replace("_", "")
-        no_sdpa = family in ROUND10_NO_SDPA
-        attention = ["eager" if no_sdpa or index % 3 == (run + 2) % 3 else "sdpa" for run in range(3)]
-        out.append(
-            infer(
-                f"r15-{name}-gen-dynamic-bf16-{attention[0]}-b{sessions}",
-                cfg,
-                precision="bf16",
-                sessions=sessions,
-                input_tokens=prompt,
-                output_tokens=new,
-                layout="dynamic",
-                attention=attention[0],
-            )
-        )
-        out.append(
-            train(
-                f"r15-{name}-train-adamw-bf16-{attention[1]}-b{adamw_batch}",
-                cfg,
-                precision="bf16",
-                micro_batch=adamw_batch,
-                seq=adamw_seq,
-                optimizer="adamw",
-                ckpt="none",
-                attention=attention[1],
-                optimizer_impl="foreach",
-            )
-        )
-        out.append(
-            train(
-                f"r15-{name}-train-sgd-ckpt-fp32-{attention[2]}-b{ckpt_batch}",
-                cfg,
-                precision="fp32",
-                micro_batch=ckpt_batch,
-                seq=ckpt_seq,
-                optimizer="sgd",
-                ckpt="full",
-                attention=attention[2],
-                optimizer_impl="foreach",
-            )
-        )
-    return out
+    runs = (
+        TrainRun("adamw-bf16", "bf16", ROUND15_ADAMW_TRAIN_SHAPE, "adamw", "none", "foreach"),
+        TrainRun("sgd-ckpt-fp32", "fp32", ROUND15_CKPT_TRAIN_SHAPE, "sgd", "full", "foreach"),
+    )
+    return family_runs("r15", ROUND15_CONFIGS, ROUND15_GEN_SHAPE, runs, eager_offset=2)
 
 
 # Rounds 4, 5 and 8: each written as a hold-out, compared once (HOLDOUT.md: round 4 at engine 95b2199, round 5
