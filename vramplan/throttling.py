@@ -6,7 +6,9 @@
 - ``RecommendThrottle`` (``recommend``, ``API_THROTTLE_RECOMMEND_RATE``): recommendations, which judge every
   catalog configuration;
 - ``JobStartThrottle`` (``job_start``, ``API_THROTTLE_JOB_START_RATE``): POST /orders/{id}/acceptance-jobs/,
-  which queues work on a GPU node.
+  which queues work on a GPU node;
+- ``one_at_a_time``: recommendations also run one at a time per account (a rate counts requests, not the seconds
+  each one holds a worker).
 
 DRF's ``SimpleRateThrottle`` reads a list from the cache, appends and writes it back: two processes
 that read together both write, and one request is lost, so N workers can let through up to N times the
@@ -25,10 +27,14 @@ sends a new header with each request is never counted.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
 from django.core import checks
+from django.core.cache import cache
+from rest_framework.exceptions import Throttled
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
@@ -182,3 +188,31 @@ def check_shared_throttle_cache(app_configs, **kwargs) -> list[checks.CheckMessa
             )
         ]
     return []
+
+
+#: How long a request of a kind that runs one at a time holds its user's slot at most: past it the slot is free again
+#: even if the process that took it died mid-request (a recommendation of a training workload over the full catalog
+#: takes 2-7 s, issue 16's report; seconds).
+ONE_AT_A_TIME_HOLD_S = 120
+
+
+@contextmanager
+def one_at_a_time(request: Any, kind: str) -> Iterator[None]:
+    """At most one request of ``kind`` in flight per user (per client address when anonymous), over every process
+    sharing the default cache: an expensive request (a recommendation judges every catalog configuration, seconds
+    for a training workload) cannot hold several of the server's workers at once, so one user's long requests leave
+    the others' answered (issue 16, finding 9). The slot is taken with the cache's atomic ``add`` and freed when the
+    request ends, whatever its answer; a second request meanwhile is a 429 that says why."""
+    user = getattr(request, "user", None)
+    ident = f"u{user.pk}" if user is not None and user.is_authenticated else f"a{client_address(request)}"
+    key = f"vramplan:one-at-a-time:{kind}:{ident}"
+    if not cache.add(key, 1, timeout=ONE_AT_A_TIME_HOLD_S):
+        raise Throttled(
+            wait=1,
+            detail=f"Another {kind} of yours is still running: one at a time per account, so that one account's"
+            " long requests cannot hold every server worker. Send this one again when it has answered.",
+        )
+    try:
+        yield
+    finally:
+        cache.delete(key)

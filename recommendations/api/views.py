@@ -21,7 +21,7 @@ from budgets.models import Workload
 from budgets.services import workload_validate
 from vramplan.openapi import BAD_REQUEST, NOT_FOUND, RECOMMEND_THROTTLED, UNAUTHORIZED
 from vramplan.parsers import NulSafeJSONParser
-from vramplan.throttling import RecommendThrottle, throttles
+from vramplan.throttling import RecommendThrottle, one_at_a_time, throttles
 
 from .. import services
 from .serializers import RecommendationsSerializer, RecommendQuerySerializer
@@ -60,7 +60,8 @@ class WorkloadRecommendationsView(APIView):
         workload = get_object_or_404(Workload.objects.visible_to(request.user), pk=id)
         filters = _filters(request)
         spec = workload_validate(workload.description)
-        entries = services.recommend_for(spec, user=request.user, **filters)
+        with one_at_a_time(request, "recommendation"):
+            entries = services.recommend_for(spec, user=request.user, **filters)
         return Response(services.recommendations_payload(spec, entries, workload.pk))
 
 
@@ -81,5 +82,6 @@ class RecommendView(APIView):
             raise ParseError("The body must be a JSON object: a workload description (see /api/docs/).")
         filters = _filters(request)
         spec = workload_validate(request.data)
-        entries = services.recommend_for(spec, user=request.user, **filters)
+        with one_at_a_time(request, "recommendation"):
+            entries = services.recommend_for(spec, user=request.user, **filters)
         return Response(services.recommendations_payload(spec, entries))
