@@ -211,6 +211,9 @@ REST_FRAMEWORK = {
     # write X-Forwarded-For itself: trusting more proxies than there are lets it pick a new address per request.
     "NUM_PROXIES": env_int("VRAMPLAN_TRUSTED_PROXIES", 0),
 }
+# Recommendations an account may have running at once (vramplan.throttling.one_at_a_time): a rate counts requests,
+# not the seconds each one holds a server worker.
+VRAMPLAN_RECOMMENDATIONS_PER_ACCOUNT = env_int("VRAMPLAN_RECOMMENDATIONS_PER_ACCOUNT", 1)
 
 # Failed sign-ins (admin and /api-auth/login/) per username and per client address within a window opened by the
 # first; beyond either, sign-ins are refused until the window closes (vramplan/login_limit.py).

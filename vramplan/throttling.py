@@ -205,12 +205,19 @@ def one_at_a_time(request: Any, kind: str) -> Iterator[None]:
     request ends, whatever its answer; a second request meanwhile is a 429 that says why."""
     user = getattr(request, "user", None)
     ident = f"u{user.pk}" if user is not None and user.is_authenticated else f"a{client_address(request)}"
-    key = f"vramplan:one-at-a-time:{kind}:{ident}"
-    if not cache.add(key, 1, timeout=ONE_AT_A_TIME_HOLD_S):
+    slots = max(1, int(getattr(settings, "VRAMPLAN_RECOMMENDATIONS_PER_ACCOUNT", 1)))
+    key = next(
+        (k for slot in range(slots) if cache.add(k := f"vramplan:one-at-a-time:{kind}:{ident}:{slot}", 1,
+                                                  timeout=ONE_AT_A_TIME_HOLD_S)),
+        None,
+    )  # fmt: skip
+    if key is None:
+        running = f"Another {kind} of yours is" if slots == 1 else f"{slots} other {kind}s of yours are"
         raise Throttled(
             wait=1,
-            detail=f"Another {kind} of yours is still running: one at a time per account, so that one account's"
-            " long requests cannot hold every server worker. Send this one again when it has answered.",
+            detail=f"{running} still running: {slots} at a time per account (VRAMPLAN_RECOMMENDATIONS_PER_ACCOUNT),"
+            " so that one account's long requests cannot hold every server worker. Send this one again when one"
+            " has answered.",
         )
     try:
         yield

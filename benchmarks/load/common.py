@@ -46,6 +46,8 @@ def django_env(database_url: str, broker_url: str | None, **extra: str) -> dict[
     if broker_url:
         env["CELERY_BROKER_URL"] = broker_url
     env.update({name: GENEROUS_RATE for name in throttle_rate_names()})
+    # one account drives every connection: its recommendations run side by side, as many accounts' would
+    env["VRAMPLAN_RECOMMENDATIONS_PER_ACCOUNT"] = "1000"
     env.update(extra)
     return env
 

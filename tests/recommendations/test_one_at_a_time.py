@@ -36,3 +36,16 @@ def test_the_slot_is_freed_whatever_the_answer(user) -> None:
         raise RuntimeError("the recommendation failed")
     with one_at_a_time(request, "recommendation"):  # taken again: the failed one gave it back
         pass
+
+
+def test_the_slots_per_account_are_a_setting(api, user, settings, catalog) -> None:
+    settings.VRAMPLAN_RECOMMENDATIONS_PER_ACCOUNT = 2
+    running = SimpleNamespace(user=user, META={"REMOTE_ADDR": "127.0.0.1"})
+    with one_at_a_time(running, "recommendation"):
+        assert _recommend(api).status_code == 200  # the second slot
+        with one_at_a_time(running, "recommendation"):
+            third = _recommend(api)
+            assert (
+                third.status_code == 429
+                and "2 other recommendations of yours are still running" in third.json()["detail"]
+            )
