@@ -8,7 +8,7 @@ RSS (a node without a GPU). The view used is part of the decision, so a reader k
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeGuard
 
@@ -287,3 +287,36 @@ def _figure(value: Any) -> TypeGuard[int]:
     """A positive integer figure no larger than ``MAX_BYTES`` (a stored report is read as it was stored: an
     upload validated before the bound existed may hold anything)."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_BYTES
+
+
+#: How far a measured GPU's total memory may sit from the ordered accelerator's marketed size and still be that card,
+#: as fractions of the marketed size: NVML reads the marketed size in GiB or in GB (an H100 80GB 81,559 MiB, 1.07 ×
+#: its 80 GB; an L4 24GB 23,034 MiB, 1.01 ×), while the catalog's neighbouring cards sit further apart (an H100 80GB
+#: read against the 94 GB of an H100 NVL: 0.91 ×; an A100 40GB against a 48 GB card: 0.89 ×).
+SAME_CARD_BAND = (0.97, 1.12)
+
+
+def hardware_mismatch(
+    devices: Sequence[Mapping[str, Any]], device_count: int, marketed_bytes: int | None
+) -> str | None:
+    """Why a run's measured GPUs are not the ordered configuration's, or None when they match: as many GPUs (none
+    for a CPU configuration), each with a total memory inside ``SAME_CARD_BAND`` of the accelerator's marketed size.
+    An upload that did not read its GPUs (no NVML) cannot show it ran on them."""
+    measured = [d for d in devices if isinstance(d, Mapping)]
+    if device_count == 0:
+        return f"it measured {len(measured)} GPU(s); the order is for a CPU configuration" if measured else None
+    if not measured:
+        return f"it read no GPU (no NVML view); the order is for {device_count} GPU(s)"
+    if len(measured) != device_count:
+        return f"it measured {len(measured)} GPU(s); the order is for {device_count}"
+    if marketed_bytes:
+        low, high = SAME_CARD_BAND
+        for d in measured:
+            total = d.get("total_bytes")
+            if isinstance(total, int) and not isinstance(total, bool) and not low <= total / marketed_bytes <= high:
+                name = d.get("name") or "a GPU"
+                return (
+                    f"it measured {name} with {total / 1e9:.1f} GB; the ordered accelerator has"
+                    f" {marketed_bytes / 1e9:.0f} GB"
+                )
+    return None

@@ -14,7 +14,7 @@ import json
 import logging
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -625,6 +625,16 @@ def order_decide(order: Order, measurement: Measurement, document: MeasurementDo
         budget=budget,
         oom_phase=(document.framework or {}).get("oom_phase") if document.framework else None,
     )
+    # an upload decides only when it ran on the ordered hardware; otherwise it is attached as evidence
+    mismatch = _upload_hardware_mismatch(order, measurement, document)
+    if mismatch is not None:
+        decision = replace(
+            decision,
+            verdict="undecided",
+            sentence=f"Not decided by this upload: {mismatch}. It is kept as evidence; an acceptance job on a node of"
+            " the configuration, or an upload measured on it, decides the order.",
+            broken_by=None,
+        )
     with transaction.atomic():
         locked = Order.objects.select_for_update().get(pk=order.pk)
         if locked.status in (OrderStatus.CONFIRMED, OrderStatus.CANCELLED):
@@ -651,6 +661,18 @@ def order_decide(order: Order, measurement: Measurement, document: MeasurementDo
         locked.decided_at = timezone.now()
         locked.save(update_fields=["status", "decision", "decided_by", "decided_at", "updated_at"])
     order.status, order.decision = locked.status, record
+
+
+def _upload_hardware_mismatch(order: Order, measurement: Measurement, document: MeasurementDocument) -> str | None:
+    """Why an uploaded run is not one of the ordered configuration (``acceptance.hardware_mismatch``); None for a
+    node's acceptance job, whose node the scheduler matched to the configuration."""
+    if measurement.source != MeasurementSource.UPLOAD:
+        return None
+    configuration = order.configuration
+    accelerator = configuration.accelerator
+    count = configuration.device_count if accelerator is not None else 0
+    marketed = accelerator.marketed_memory_bytes if accelerator is not None else None
+    return acceptance.hardware_mismatch(document.devices, count, marketed)
 
 
 def _needed_kv_tokens(order: Order) -> int:

@@ -138,3 +138,17 @@ def test_vllm_is_judged_on_what_its_report_says_the_workload_needs_not_its_preal
                   criteria=Criteria(0.10, None)).broken_by == "headroom"  # fmt: skip
     assert vllm_need({"engine": "vllm", "engine_report": {}}, 10)[1].startswith("vLLM's startup report lacks")
     assert vllm_need({"engine": "other"}, 10) == (None, None)
+
+
+def test_hardware_mismatch_counts_gpus_and_tells_cards_apart_by_their_memory() -> None:
+    from measurements.acceptance import hardware_mismatch
+
+    h100 = {"name": "NVIDIA H100 80GB HBM3", "total_bytes": 81_559 * 2**20}  # what NVML reads on an H100 80GB
+    rtx = {"name": "NVIDIA GeForce RTX 4090", "total_bytes": 24_564 * 2**20}
+    assert hardware_mismatch([h100] * 8, 8, 80 * 10**9) is None
+    assert hardware_mismatch([h100] * 4, 8, 80 * 10**9) == "it measured 4 GPU(s); the order is for 8"
+    assert "RTX 4090 with 25.8 GB" in (hardware_mismatch([rtx], 1, 80 * 10**9) or "")
+    assert hardware_mismatch([h100], 1, 94 * 10**9) is not None  # an H100 80GB is not an H100 NVL 94GB
+    assert "no NVML" in (hardware_mismatch([], 1, 80 * 10**9) or "")
+    assert hardware_mismatch([], 0, None) is None  # a CPU configuration, measured without GPUs
+    assert hardware_mismatch([{"name": "NVIDIA H100"}], 1, 80 * 10**9) is None  # no total read: the count decides

@@ -79,8 +79,9 @@ def test_a_job_goes_to_a_free_live_node_and_waits_while_that_node_is_busy(api, o
 
 def test_an_upload_with_the_order_token_decides_the_order_and_a_repeat_stores_nothing(api, anon_api, order) -> None:
     token = api.post(f"/api/v1/orders/{order['id']}/upload-token/").json()["token"]
-    document = measurement_document(peaks={"framework_allocated_bytes": 2 * 2**30, "host_rss_bytes": 3 * 2**30,
-                                           "reasons": {"device_used_bytes": "no NVML"}})  # fmt: skip
+    peaks = {"framework_allocated_bytes": 2 * 2**30, "host_rss_bytes": 3 * 2**30,
+             "reasons": {"device_used_bytes": "no NVML"}}  # fmt: skip
+    document = measurement_document(devices=[], peaks=peaks)
     url = f"/api/v1/orders/{order['id']}/measurements/"
     first = anon_api.post(url, document, format="json", HTTP_AUTHORIZATION=f"Upload {token}")
     second = anon_api.post(url, document, format="json", HTTP_AUTHORIZATION=f"Upload {token}")
@@ -113,7 +114,7 @@ def test_uploads_need_the_right_token_and_a_valid_document(api, anon_api, other_
 
 
 def test_a_confirmed_order_is_final(api, order) -> None:
-    api.post(f"/api/v1/orders/{order['id']}/measurements/", measurement_document(
+    api.post(f"/api/v1/orders/{order['id']}/measurements/", measurement_document(devices=[],
         peaks={"framework_allocated_bytes": 2**30, "reasons": {}}), format="json")  # fmt: skip
     assert api.post(f"/api/v1/orders/{order['id']}/confirm/").json()["status"] == "confirmed"
     assert api.post(f"/api/v1/orders/{order['id']}/cancel/").status_code == 409
@@ -180,9 +181,9 @@ def test_the_shipped_vllm_program_fills_in_from_a_vllm_workload(api) -> None:
 
 def test_a_later_run_that_decides_nothing_keeps_the_earlier_verdict(api, order) -> None:
     url = f"/api/v1/orders/{order['id']}/measurements/"
-    accepted = measurement_document(peaks={"host_rss_bytes": 2**30, "reasons": {}})
+    accepted = measurement_document(devices=[], peaks={"host_rss_bytes": 2**30, "reasons": {}})
     api.post(url, accepted, format="json")
-    api.post(url, measurement_document(outcome="failed", exit_code=1, peaks={"reasons": {}}), format="json")
+    api.post(url, measurement_document(devices=[], outcome="failed", exit_code=1, peaks={"reasons": {}}), format="json")
     decided = api.get(f"/api/v1/orders/{order['id']}/").json()
     assert decided["status"] == "accepted"
     assert decided["decision"]["sentence"].startswith("Accepted")
@@ -198,7 +199,7 @@ def test_a_negative_latency_is_a_400(api, order) -> None:
 def test_deleting_an_order_deletes_its_jobs_measurements_and_timelines(api, order, configuration) -> None:
     Node.objects.create(name="n1", configuration=configuration, last_heartbeat_at=timezone.now())
     api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {}, format="json")
-    api.post(f"/api/v1/orders/{order['id']}/measurements/", measurement_document(), format="json")
+    api.post(f"/api/v1/orders/{order['id']}/measurements/", measurement_document(devices=[]), format="json")
     assert Order.objects.get().decided_by is not None
     assert api.delete(f"/api/v1/orders/{order['id']}/").status_code == 204
     assert not Order.objects.exists() and not Measurement.objects.exists() and not AcceptanceJob.objects.exists()
@@ -221,3 +222,21 @@ def test_a_refused_upload_token_says_what_kind_of_credential_it_was(api, anon_ap
     assert elsewhere.json()["detail"] == f"This upload token is for order {other_order}, not order {order['id']}."
     stale = anon_api.post(url, measurement_document(), format="json", HTTP_AUTHORIZATION=f"Upload vpu_{order['id']}_x")
     assert "not valid for this order" in stale.json()["detail"]
+
+
+def test_an_upload_from_other_hardware_is_kept_as_evidence_without_deciding(api, order) -> None:
+    """Issue 16, 'orders decide on the right run': an upload measured on hardware that is not the ordered
+    configuration's (here a GPU box for a CPU-only configuration) is attached but decides nothing."""
+    url = f"/api/v1/orders/{order['id']}/measurements/"
+    elsewhere = api.post(url, measurement_document(peaks={"host_rss_bytes": 2**30, "reasons": {}}), format="json")
+    assert elsewhere.status_code == 201
+    undecided = api.get(f"/api/v1/orders/{order['id']}/").json()
+    assert undecided["status"] == "draft"
+    assert undecided["decision"]["verdict"] == "undecided"
+    assert "Not decided by this upload: it measured 1 GPU(s); the order is for a CPU configuration" in (
+        undecided["decision"]["sentence"]
+    )
+    same = api.post(url, measurement_document(devices=[], peaks={"host_rss_bytes": 2**30, "reasons": {}}),
+                    format="json")  # fmt: skip
+    assert same.status_code == 201
+    assert api.get(f"/api/v1/orders/{order['id']}/").json()["status"] == "accepted"
