@@ -232,7 +232,7 @@ def world(db) -> World:
     ordered = budget_services.workload_create(owner=alice, data={**TINY_CPU_WORKLOAD, "name": "ordered"})
     order = services.order_create(owner=alice, workload=ordered, configuration=cpu)
     job = services.acceptance_job_start(order)
-    document = MeasurementDocument.model_validate(measurement_document())
+    document = MeasurementDocument.model_validate(measurement_document(devices=[]))  # measured on the CPU host
     measurement, _ = services.measurement_record(order, document, source=MeasurementSource.UPLOAD)
     order.refresh_from_db()
     assert order.status == "accepted" and job.status == "queued", (order.status, job.status)  # decided by the upload
@@ -360,7 +360,11 @@ def test_an_upload_token_uploads_to_its_own_order_only(two_orders) -> None:
     services.order_upload_token_issue(other_of_alice)  # has a token too: just not this one
     for order in (orders["bob"], other_of_alice):
         response = _upload(order.pk, f"Upload {token}")
-        assert response.status_code == 401 and "not valid for this order" in response.json()["detail"]
+        detail = response.json()["detail"]
+        assert (
+            response.status_code == 401
+            and detail == f"This upload token is for order {orders['alice'].pk}, not order {order.pk}."
+        )
     assert _upload(10**9, f"Upload {token}").status_code == 401
     assert _upload(orders["alice"].pk, f"Upload {token}").status_code == 201
     # It uploads and does nothing else: no reads, not even of its own order.

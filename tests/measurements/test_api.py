@@ -233,8 +233,9 @@ def test_an_upload_from_other_hardware_is_kept_as_evidence_without_deciding(api,
     undecided = api.get(f"/api/v1/orders/{order['id']}/").json()
     assert undecided["status"] == "draft"
     assert undecided["decision"]["verdict"] == "undecided"
-    assert "Not decided by this upload: it measured 1 GPU(s); the order is for a CPU configuration" in (
-        undecided["decision"]["sentence"]
+    assert (
+        "Not decided by this upload: it measured 1 GPU(s); the order is for a CPU configuration"
+        in (undecided["decision"]["sentence"])
     )
     same = api.post(url, measurement_document(devices=[], peaks={"host_rss_bytes": 2**30, "reasons": {}}),
                     format="json")  # fmt: skip
