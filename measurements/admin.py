@@ -79,13 +79,15 @@ class MeasurementInline(ReadOnlyInline):
 
 @admin.register(Order)
 class OrderAdmin(ReadOnlyAdmin):
-    list_display = ["id", "owner", "workload", "configuration", "status", "budget_peak", "decided_at", "created_at"]
-    list_filter = ["status", "configuration__kind"]
+    list_display = ["id", "owner", "workload", "configuration", "recommended_verdict", "status", "budget_peak",
+                    "decided_at", "created_at"]  # fmt: skip
+    list_filter = ["status", "recommended_verdict", "configuration__kind"]
     search_fields = ["workload__name", "owner__username", "configuration__slug"]
     list_select_related = ["owner", "workload", "configuration"]
     fields = readonly_fields = (
-        "owner", "workload", "configuration", "status", "budget_peak", "min_headroom_fraction",
-        "max_ms_per_output_token", "decision_sentence", "decision_numbers", "decided_at", "created_at",
+        "owner", "workload", "configuration", "recommended_verdict", "recommended_reasons", "override_reason",
+        "status", "budget_peak", "min_headroom_fraction", "max_ms_per_output_token", "decision_sentence",
+        "decision_numbers", "decided_at", "created_at",
     )  # fmt: skip
     inlines = [JobInline, MeasurementInline]
 

@@ -41,6 +41,15 @@ class Order(models.Model):
     min_headroom_fraction = models.FloatField(help_text="From the workload's acceptance criteria.")
     max_ms_per_output_token = models.FloatField(null=True, blank=True)
     decision = models.JSONField(null=True, blank=True, help_text="The sentence and its numbers.")
+    recommended_verdict = models.CharField(
+        max_length=16, blank=True, help_text="The recommender's verdict for this configuration when it was ordered."
+    )
+    recommended_reasons = models.JSONField(
+        default=list, blank=True, help_text="Its reasons then: [{rule, message, action}, ...]."
+    )
+    override_reason = models.TextField(
+        blank=True, help_text="Why an `unsupported` configuration was ordered anyway (required for one)."
+    )
     decided_by = models.ForeignKey(
         "Measurement", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
     )

@@ -78,8 +78,25 @@ def stale_after_s() -> float:
 
 
 @transaction.atomic
-def order_create(*, owner, workload: Workload, configuration: Configuration) -> Order:
-    """Place an order; it keeps the budget estimated now and the workload's acceptance criteria."""
+def order_create(
+    *,
+    owner,
+    workload: Workload,
+    configuration: Configuration,
+    recommended_verdict: str = "",
+    recommended_reasons: list[dict[str, Any]] | None = None,
+    override_reason: str = "",
+) -> Order:
+    """Place an order; it keeps the budget estimated now, the workload's acceptance criteria, and the verdict the
+    recommender gave the configuration (the API passes it). An ``unsupported`` configuration needs an override reason.
+    """
+    if recommended_verdict == "unsupported" and not override_reason.strip():
+        why = "; ".join(str(r.get("message", "")) for r in recommended_reasons or []) or "a compatibility rule failed"
+        raise ServiceError(
+            f"the recommender judged {configuration.slug} unsupported for this workload ({why}); give"
+            " override_reason to order it anyway",
+            field="override_reason",
+        )
     spec = workload_validate(workload.description)
     budget = budget_estimate(spec, configuration_device(configuration.slug))  # vLLM: the pool on this GPU
     return Order.objects.create(
@@ -89,6 +106,9 @@ def order_create(*, owner, workload: Workload, configuration: Configuration) -> 
         budget=budget,
         min_headroom_fraction=spec.acceptance.min_headroom_fraction,
         max_ms_per_output_token=spec.acceptance.max_ms_per_output_token,
+        recommended_verdict=recommended_verdict,
+        recommended_reasons=recommended_reasons or [],
+        override_reason=override_reason.strip(),
     )
 
 

@@ -275,6 +275,17 @@ def recommend_for(
     return recommend(workload_spec, [v for v in views if filters.keeps(v)], calibration, top)
 
 
+def verdict_for(workload_spec: WorkloadSpec, configuration_slug: str, user: Any | None) -> Entry | None:
+    """The recommender's judgement of one catalog configuration for ``workload_spec`` (as the ranked list gives
+    it, calibrated from what ``user`` may see), or None when the configuration is not in the catalog's views."""
+    views = [view for view in catalog_views() if view.slug == configuration_slug]
+    if not views:
+        return None
+    calibration = calibration_for(workload_spec, catalog_views(), user)
+    (entry,) = recommend(workload_spec, views, calibration, top=1)
+    return entry
+
+
 def recommendations_payload(
     workload_spec: WorkloadSpec, entries: Iterable[Entry], workload_id: int | None = None
 ) -> dict[str, Any]:

@@ -105,13 +105,21 @@ class OrderSerializer(serializers.ModelSerializer):
     )
     acceptance = serializers.SerializerMethodField()
     decision = NullableObjectField(read_only=True, allow_null=True, help_text="The sentence and its numbers.")
+    override_reason = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=2000,
+        help_text="Required to order a configuration the recommender judges `unsupported` for the workload: why.",
+    )
 
     class Meta:
         model = Order
         fields = ["id", "owner", "workload", "configuration", "status", "budget_peak_bytes", "acceptance", "decision",
-                  "decided_at", "budget", "created_at", "updated_at"]  # fmt: skip
+                  "decided_at", "recommended_verdict", "recommended_reasons", "override_reason", "budget",
+                  "created_at", "updated_at"]  # fmt: skip
         read_only_fields = ["id", "owner", "status", "budget_peak_bytes", "acceptance", "decision", "decided_at",
-                            "budget", "created_at", "updated_at"]  # fmt: skip
+                            "recommended_verdict", "recommended_reasons", "budget", "created_at",
+                            "updated_at"]  # fmt: skip
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

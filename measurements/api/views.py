@@ -16,6 +16,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from budgets.services import workload_validate
+from recommendations.services import verdict_for
 from vramplan.openapi import BAD_REQUEST, CONFLICT, FORBIDDEN, JOB_START_THROTTLED, NOT_FOUND, THROTTLED, UNAUTHORIZED
 from vramplan.parsers import NulSafeJSONParser
 from vramplan.permissions import IsStaffWithModelPermission
@@ -68,8 +70,15 @@ class OrderViewSet(
 
     def perform_create(self, serializer: OrderSerializer) -> None:  # type: ignore[override]
         data = serializer.validated_data
+        spec = workload_validate(data["workload"].description)
+        entry = verdict_for(spec, data["configuration"].slug, self.request.user)
         serializer.instance = services.order_create(
-            owner=self.request.user, workload=data["workload"], configuration=data["configuration"]
+            owner=self.request.user,
+            workload=data["workload"],
+            configuration=data["configuration"],
+            recommended_verdict=entry.verdict.value if entry is not None else "",
+            recommended_reasons=[reason.as_dict() for reason in entry.reasons] if entry is not None else [],
+            override_reason=data.get("override_reason", ""),
         )
 
     def perform_destroy(self, instance: Order) -> None:

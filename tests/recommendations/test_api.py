@@ -304,3 +304,31 @@ def test_a_workload_naming_no_cuda_is_judged_on_blackwell_with_what_its_driver_r
         assert version_key(cuda["value"]) >= version_key("12.8") and "not given" in cuda["basis"]
     stated = by_slug(recommend(api, _merge(LLAMA_70B, {"runtime": {"cuda_version": "12.4"}})))
     assert {stated[slug]["verdict"] for slug in stated if slug.startswith("b200-")} == {"unsupported"}
+
+
+def test_an_order_records_the_recommenders_verdict_and_unsupported_needs_an_override(api, catalog) -> None:
+    """Issue 16, 'orders decide on the right run': an order keeps the verdict the recommender gave its configuration;
+    ordering an `unsupported` one needs an explicit reason."""
+    fits = api.post("/api/v1/workloads/", QWEN_7B, format="json").json()
+    ordered = api.post("/api/v1/orders/", {"workload": fits["id"], "configuration": H100_X1}, format="json")
+    assert ordered.status_code == 201, ordered.json()
+    expected = by_slug(recommend(api, QWEN_7B))[H100_X1]
+    assert ordered.json()["recommended_verdict"] == expected["verdict"] != "unsupported"
+
+    fp8 = api.post("/api/v1/workloads/", _merge(QWEN_7B, {"name": "qwen-fp8", "precision": {"weights": "fp8"}}),
+                   format="json").json()  # fmt: skip
+    a100 = "a100-80gb-pcie-x1-r550"
+    assert by_slug(recommend(api, _merge(QWEN_7B, {"precision": {"weights": "fp8"}})))[a100]["verdict"] == "unsupported"
+    refused = api.post("/api/v1/orders/", {"workload": fp8["id"], "configuration": a100}, format="json")
+    assert refused.status_code == 400
+    (message,) = refused.json()["override_reason"]
+    assert "unsupported" in message and "fp8" in message
+    overridden = api.post(
+        "/api/v1/orders/",
+        {"workload": fp8["id"], "configuration": a100, "override_reason": "our own Marlin build runs fp8 here"},
+        format="json",
+    )
+    assert overridden.status_code == 201
+    body = overridden.json()
+    assert body["recommended_verdict"] == "unsupported" and body["override_reason"].startswith("our own Marlin")
+    assert any(r["rule"] == "precision" for r in body["recommended_reasons"])
