@@ -162,7 +162,10 @@ class MeasurementAdmin(ReadOnlyAdmin):
         svg = mark_safe(  # measurements.chart escapes every text it writes
             timeline_svg(
                 (obj.document or {}).get("timeline") or [],
-                budget_bytes=stored.budget.per_device.total_bytes if stored.budget is not None else None,
+                # a cpu budget is framework tensors only: not a line to read host RSS against
+                budget_bytes=stored.budget.per_device.total_bytes
+                if stored.budget is not None and stored.budget.device == "cuda"
+                else None,
                 usable_bytes=usable,
                 title=f"measurement {obj.pk}: {obj.outcome}",
             )

@@ -14,6 +14,9 @@ from typing import cast
 WIDTH, HEIGHT = 720, 260
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 20, 40
 COLOURS = {"device": "#e15759", "host": "#4e79a7", "budget": "#59a14f", "usable": "#555555"}
+#: The usable memory is drawn on the chart when it is at most this many times the run's largest reading (or the
+#: budget); above that the chart keeps the run's scale and the legend gives the figure.
+USABLE_ON_CHART = 2.0
 
 
 def _gib(value: float) -> str:
@@ -45,9 +48,13 @@ def timeline_svg(
             f'<text x="10" y="25" font-size="13">{escape(title)}: no samples were recorded</text></svg>'
         )
     t_max = max(t for t, _, _ in rows) or 1.0
+    # scaled to the run: its readings and the budget line; the usable memory joins the scale only when it is near
+    # them (a 3 GiB run on a 69 GiB GPU would otherwise be a flat line at the bottom), else the legend gives it
     figures = [v for _, d, h in rows for v in (d, h) if v is not None]
-    figures += [v for v in (budget_bytes, usable_bytes) if v]
-    y_max = max(figures or [1]) * 1.08 or 1
+    figures += [budget_bytes] if budget_bytes else []
+    data_max = max(figures or [1])
+    off_chart = usable_bytes is not None and usable_bytes > USABLE_ON_CHART * data_max
+    y_max = max(data_max, 0 if off_chart or not usable_bytes else usable_bytes) * 1.08 or 1
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
     def x(t: float) -> float:
@@ -71,7 +78,8 @@ def timeline_svg(
         )
     parts.append(f'<text x="{LEFT}" y="{HEIGHT - 10}">0 s</text>')
     parts.append(f'<text x="{LEFT + plot_w}" y="{HEIGHT - 10}" text-anchor="end">{t_max:,.2f} s</text>')
-    for mark, key, label in ((usable_bytes, "usable", "usable"), (budget_bytes, "budget", "budget")):
+    usable_line = None if off_chart else usable_bytes
+    for mark, key, label in ((usable_line, "usable", "usable"), (budget_bytes, "budget", "budget")):
         if mark:
             parts.append(
                 f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(mark):.1f}" y2="{y(mark):.1f}" '
@@ -79,8 +87,9 @@ def timeline_svg(
             )
     parts.append(_polyline(device, COLOURS["device"], "device used (NVML)"))
     parts.append(_polyline(host, COLOURS["host"], "host RSS (process tree)"))
+    usable_label = f"usable {_gib(usable_bytes)}, above the chart" if off_chart and usable_bytes else "usable"
     legend = [("device used (NVML)", "device", bool(device)), ("host RSS", "host", bool(host)),
-              ("budget", "budget", bool(budget_bytes)), ("usable", "usable", bool(usable_bytes))]  # fmt: skip
+              ("budget", "budget", bool(budget_bytes)), (usable_label, "usable", bool(usable_bytes))]  # fmt: skip
     lx = LEFT
     for label, key, shown in legend:
         if shown:

@@ -89,3 +89,21 @@ def test_the_measurement_page_reads_each_views_ratio(admin_client, measured: Mea
     for view, ratio in measured.ratios.items():
         assert f"<td>{view}</td>" in table.group(0)
         assert f"<td>{ratio['ratio']:.3f}</td>" in table.group(0)
+
+
+def test_the_chart_is_scaled_to_the_run_not_to_a_far_larger_usable_memory() -> None:
+    """Issue 16, first hour, item 6: a 3 GiB run on a 69 GiB GPU was a flat line at the bottom."""
+    run = [[0, 1 * 2**30, None], [1, 3 * 2**30, None], [2, 1 * 2**30, None]]
+    svg = timeline_svg(run, usable_bytes=69 * 2**30, title="small run")
+    labels = [float(v.replace(",", "")) for v in re.findall(r">([0-9.,]+) GiB</text>", svg)]
+    assert max(labels) < 4  # the axis ends just above the 3 GiB peak
+    assert "usable 69.00 GiB, above the chart" in svg
+    near = timeline_svg(run, usable_bytes=4 * 2**30, title="a near limit")
+    assert "usable 4.00 GiB</title>" in near  # drawn as a line when it is near the run
+
+
+def test_a_cpu_runs_chart_draws_no_tensor_budget_against_host_rss(admin_client, measured: Measurement) -> None:
+    assert measured.budget["device"] == "cpu"
+    page = admin_client.get(f"/admin/measurements/measurement/{measured.pk}/change/").content.decode()
+    svg = re.search(r"<svg[^>]*role=\"img\".*?</svg>", page, re.S)
+    assert svg is not None and "<title>budget " not in svg.group(0)
