@@ -20,6 +20,7 @@ from .services import (
     PROVENANCE_LABELS,
     ServiceError,
     node_usable_memory_bytes,
+    order_need_bytes,
     program_validate_template,
     review_uploads,
 )
@@ -86,12 +87,16 @@ class OrderAdmin(ReadOnlyAdmin):
     list_select_related = ["owner", "workload", "configuration"]
     fields = readonly_fields = (
         "owner", "workload", "configuration", "recommended_verdict", "recommended_reasons", "override_reason",
-        "status", "budget_peak", "min_headroom_fraction", "max_ms_per_output_token", "decision_sentence",
+        "status", "need", "budget_peak", "min_headroom_fraction", "max_ms_per_output_token", "decision_sentence",
         "decision_numbers", "decided_at", "created_at",
     )  # fmt: skip
     inlines = [JobInline, MeasurementInline]
 
-    @admin.display(description="budget peak per device")
+    @admin.display(description="the workload needs per device")
+    def need(self, obj: Order) -> str:
+        return _size(order_need_bytes(obj))
+
+    @admin.display(description="the engine reserves per device")
     def budget_peak(self, obj: Order) -> SafeString | str:
         stored = read_stored_budget(obj.budget)
         if stored.error is not None:

@@ -112,6 +112,18 @@ def order_create(
     )
 
 
+def order_need_bytes(order: Order) -> int | None:
+    """What the order's workload needs per device: for vLLM its share of the pool it fills (``serving.need_bytes``),
+    beside the whole pool the engine preallocates (``per_device.total``); otherwise the budget's peak. None when the
+    stored budget does not read."""
+    budget, _ = stored_budget(order.budget)
+    if budget is None:
+        return None
+    if budget.serving is not None and budget.serving.need_bytes is not None:
+        return budget.serving.need_bytes
+    return budget.per_device.total_bytes
+
+
 def order_transition(order: Order, new_status: str) -> Order:
     """Change an order's status if the transition table allows it (the only place that writes status)."""
     with transaction.atomic():

@@ -85,6 +85,7 @@ def _row(entry: Entry, colours: Mapping[str, str]) -> dict[str, Any]:
         "verdict": entry.verdict.value,
         "plan": entry.plan.label() if entry.plan else "—",
         "need": _size(entry.per_device_bytes),
+        "reserved": _size(entry.reserved_bytes),
         "usable": f"{_size(entry.usable_bytes)} ({entry.usable_basis})",
         "headroom": _size(entry.headroom_bytes),
         "margin": f"{_size(margin.bytes)} ({margin.fraction:.1%} of usable)" if margin else "—",

@@ -117,12 +117,19 @@ class Entry:
     cost: CostFigures | None
     budget: Budget | None  # the engine's budget under the plan (components for the admin's bar)
 
+    @property
+    def reserved_bytes(self) -> int | None:
+        """What the engine holds on each device under the plan (vLLM: its whole preallocated pool), beside what the
+        workload needs of it (`per_device_bytes`); None without a plan."""
+        return self.budget.per_device.total_bytes if self.budget is not None else None
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "configuration": dict(self.configuration),
             "verdict": self.verdict.value,
             "plan": self.plan.as_dict() if self.plan else None,
             "per_device_bytes": self.per_device_bytes,
+            "reserved_bytes": self.reserved_bytes,
             "usable_bytes": self.usable_bytes,
             "usable_basis": self.usable_basis,
             "headroom_bytes": self.headroom_bytes,

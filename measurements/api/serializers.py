@@ -14,7 +14,7 @@ from catalog.models import Configuration
 
 from ..choices import FailureKind
 from ..models import AcceptanceJob, Measurement, Order, RegisteredProgram
-from ..services import PROVENANCE_LABELS
+from ..services import PROVENANCE_LABELS, order_need_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -100,8 +100,12 @@ class OrderSerializer(serializers.ModelSerializer):
     workload = serializers.PrimaryKeyRelatedField(queryset=Workload.objects.none())
     configuration = serializers.SlugRelatedField(slug_field="slug", queryset=Configuration.objects.all())
     budget_peak_bytes = serializers.SerializerMethodField(
-        help_text="The budget's expected peak per device (`budget.per_device.total.bytes`), bytes; null when the "
-        "stored `budget` does not read as the contract's budget object."
+        help_text="What the engine holds per device (`budget.per_device.total.bytes`: for vLLM its whole preallocated "
+        "pool), bytes; null when the stored `budget` does not read as the contract's budget object."
+    )
+    need_bytes = serializers.SerializerMethodField(
+        help_text="What the workload needs per device, bytes: for vLLM its share of the pool it fills "
+        "(`budget.serving.need_bytes`), otherwise the budget's peak; null when the stored budget does not read."
     )
     acceptance = serializers.SerializerMethodField()
     decision = NullableObjectField(read_only=True, allow_null=True, help_text="The sentence and its numbers.")
@@ -114,10 +118,12 @@ class OrderSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Order
-        fields = ["id", "owner", "workload", "configuration", "status", "budget_peak_bytes", "acceptance", "decision",
+        fields = ["id", "owner", "workload", "configuration", "status", "budget_peak_bytes", "need_bytes", "acceptance",
+                  "decision",
                   "decided_at", "recommended_verdict", "recommended_reasons", "override_reason", "budget",
                   "created_at", "updated_at"]  # fmt: skip
-        read_only_fields = ["id", "owner", "status", "budget_peak_bytes", "acceptance", "decision", "decided_at",
+        read_only_fields = ["id", "owner", "status", "budget_peak_bytes", "need_bytes", "acceptance", "decision",
+                            "decided_at",
                             "recommended_verdict", "recommended_reasons", "budget", "created_at",
                             "updated_at"]  # fmt: skip
 
@@ -126,6 +132,9 @@ class OrderSerializer(serializers.ModelSerializer):
         request = self.context.get("request")
         if request is not None and request.user.is_authenticated:
             self.fields["workload"].queryset = Workload.objects.visible_to(request.user)  # type: ignore[attr-defined]
+
+    def get_need_bytes(self, obj: Order) -> int | None:
+        return order_need_bytes(obj)
 
     def get_budget_peak_bytes(self, obj: Order) -> int | None:
         stored = read_stored_budget(obj.budget)

@@ -196,7 +196,14 @@ class RecommendationSerializer(serializers.Serializer):
     configuration = ConfigurationRefSerializer()
     verdict = serializers.ChoiceField(choices=[v.value for v in Verdict])
     plan = PlanSerializer(allow_null=True, help_text="The chosen plan (the closest for does_not_fit).")
-    per_device_bytes = serializers.IntegerField(allow_null=True, help_text="Need per device under the plan.")
+    per_device_bytes = serializers.IntegerField(
+        allow_null=True, help_text="What the workload needs per device under the plan (the verdict is judged on it)."
+    )
+    reserved_bytes = serializers.IntegerField(
+        allow_null=True,
+        help_text="What the engine holds per device under the plan: vLLM's whole preallocated pool"
+        " (gpu_memory_utilization × memory), otherwise the budget's peak.",
+    )
     usable_bytes = serializers.IntegerField(help_text="Usable memory per device (host RAM for a cpu workload).")
     usable_basis = serializers.CharField(help_text="verified, observed, derived, marketed or host_ram.")
     headroom_bytes = serializers.IntegerField(allow_null=True)

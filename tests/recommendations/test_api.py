@@ -332,3 +332,14 @@ def test_an_order_records_the_recommenders_verdict_and_unsupported_needs_an_over
     body = overridden.json()
     assert body["recommended_verdict"] == "unsupported" and body["override_reason"].startswith("our own Marlin")
     assert any(r["rule"] == "precision" for r in body["recommended_reasons"])
+
+
+def test_need_and_reservation_are_both_shown_labelled(api, user, catalog) -> None:
+    """Issue 16, first hour, item 5: the recommendation said the 8B chat workload needs 55.7 GB on an H100 while the
+    order stored 78.0 GB (vLLM's preallocated pool); both figures are now given, each named."""
+    entry = by_slug(recommend(api, VLLM_8B))[H100_X1]
+    assert entry["reserved_bytes"] > entry["per_device_bytes"] > 0  # the pool vLLM takes, and what the workload fills
+    workload = api.post("/api/v1/workloads/", VLLM_8B, format="json").json()
+    order = api.post("/api/v1/orders/", {"workload": workload["id"], "configuration": H100_X1}, format="json").json()
+    assert order["need_bytes"] == order["budget"]["serving"]["need_bytes"]
+    assert order["budget_peak_bytes"] == order["budget"]["per_device"]["total"]["bytes"] > order["need_bytes"]

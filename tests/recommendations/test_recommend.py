@@ -16,6 +16,7 @@ ENTRY_FIELDS = {
     "verdict",
     "plan",
     "per_device_bytes",
+    "reserved_bytes",
     "usable_bytes",
     "usable_basis",
     "headroom_bytes",
