@@ -23,12 +23,22 @@ $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev,node]'
 	@touch $@ $(VENV)/.installed
 
+# make run's local worker runs acceptance jobs, whose synthetic workload is PyTorch: the service plus the node extra,
+# with torch 2.13.0's CPU build (PyTorch's CPU index, about 200 MB; a machine that cannot reach it takes the pin
+# from its own package index, as dev-install does).
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+$(VENV)/.run-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet 'torch==2.13.0' --index-url $(TORCH_CPU_INDEX) \
+		|| $(BIN)/pip install --quiet 'torch==2.13.0'
+	$(BIN)/pip install --quiet -e '.[node]'
+	@touch $@ $(VENV)/.installed
+
 install: $(VENV)/.installed
 
 dev-install: $(VENV)/.dev-installed
 
-## make run: a fresh machine with Python >= 3.11 and make → API, admin and one local Celery worker.
-run: install
+## make run: a fresh machine with Python >= 3.11 and make → API, admin and one local Celery worker (with torch, CPU).
+run: $(VENV)/.run-installed
 	@DJANGO_DEBUG=$${DJANGO_DEBUG:-1} HOST=$(HOST) PORT=$(PORT) BIN=$(BIN) ./scripts/run.sh
 
 ## make test: ruff (lint and format), the import-linter contract, mypy, then pytest (PostgreSQL/Redis when DATABASE_URL/CELERY_BROKER_URL say so).
