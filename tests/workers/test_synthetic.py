@@ -706,3 +706,21 @@ def test_learned_position_table_bounds_the_request():
         load_plan(
             {"workload": {"task": "inference", "model": model, "inference": section, "runtime": {"device": "cpu"}}}
         )
+
+
+def test_a_node_without_torch_says_what_to_install(monkeypatch, tmp_path) -> None:
+    """Issue 16, first hour, item 1: without torch the job failed in 3 s with a raw traceback."""
+    import builtins
+
+    from workers.runner import synthetic
+
+    real_import = builtins.__import__
+
+    def no_torch(name, *args, **kwargs):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError("No module named 'torch'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    with pytest.raises(synthetic.SpecError, match=r"PyTorch is not installed on this node .*node extra"):
+        synthetic.execute(synthetic.load_plan({**RUNS[next(iter(RUNS))], "quality": False}))

@@ -1212,7 +1212,13 @@ def conditions(plan: Plan, run: Run | None, device: Any) -> dict[str, Any]:
 
 def execute(plan: Plan, tracker_factory: Any = None) -> tuple[dict[str, Any], int]:
     """Run the plan; returns the result message and the exit status (0, or 3 after an OOM)."""
-    import torch
+    try:
+        import torch
+    except ImportError as exc:  # a node installed without the node extra: say what to install, not a traceback
+        raise SpecError(
+            f"PyTorch is not installed on this node ({exc}): install the node extra, `pip install -e '.[node]'`"
+            " (`make run` installs it with torch's CPU build)"
+        ) from None
 
     if plan.device == "cuda" and not torch.cuda.is_available():
         raise SpecError(f"device 'cuda': torch {torch.__version__} sees no CUDA device")
