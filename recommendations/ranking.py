@@ -1,6 +1,8 @@
 """The order of recommendations. Pure.
 
-1. feasible first: ``fits``, then ``tight``, then ``does_not_fit``, then ``unsupported``;
+1. feasible first: ``fits``, then ``tight``, then ``does_not_fit``, then ``unsupported``; among the ``does_not_fit``,
+   the closest first (the plan's need over usable memory), not the cheapest: a configuration needing 726 GiB of a
+   48 GiB device is no recommendation, whatever its price;
 2. better evidence first (measured here > measured on the architecture > estimate only);
 3. cheaper first: by price per million output tokens where the plan's throughput is known, else by price
    per hour; configurations without a price after those with one;
@@ -43,9 +45,17 @@ def wasted_bytes(entry: Entry) -> int:
     return bought - entry.plan.devices * entry.per_device_bytes
 
 
+def overflow_ratio(entry: Entry) -> float:
+    """A ``does_not_fit`` entry's need over usable memory per device (how far it is from fitting); 0 otherwise."""
+    if entry.verdict != Verdict.DOES_NOT_FIT or entry.per_device_bytes is None or entry.usable_bytes <= 0:
+        return 0.0
+    return entry.per_device_bytes / entry.usable_bytes
+
+
 def rank_key(entry: Entry) -> tuple[object, ...]:
     return (
         VERDICT_ORDER[entry.verdict],
+        overflow_ratio(entry),
         -entry.evidence.level,
         _cost_key(entry),
         entry.configuration["device_count"],

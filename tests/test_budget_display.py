@@ -176,7 +176,7 @@ def test_the_measurement_chart_draws_a_readable_budget_and_says_when_it_does_not
 ) -> None:
     measurement = services.measurement_record(order, measurement_document(), source="upload")[0]
     # a GPU run's budget (the device view): a cpu budget is tensors only and is not drawn against host RSS
-    gpu_budget = {**measurement.budget, "device": "cuda"}
+    gpu_budget = {**(measurement.budget or {}), "device": "cuda"}
     Measurement.objects.filter(pk=measurement.pk).update(budget=gpu_budget)
     measurement.budget = gpu_budget
     peak = Measurement.objects.get(pk=measurement.pk).budget["per_device"]["total"]["bytes"]

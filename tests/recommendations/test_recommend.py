@@ -134,3 +134,16 @@ def test_latency_and_cost_are_labelled_estimates() -> None:
     assert out["cost"]["usd_per_hour"] == 12.36
     throughput = 16 * 1000 / entry.latency.ms_per_output_token
     assert out["cost"]["usd_per_million_output_tokens"] == 12.36 / (throughput * 3600) * 1e6
+
+
+def test_configurations_that_do_not_fit_are_ranked_by_how_close_they_come() -> None:
+    """Issue 16, first hour, item 4: the top 'recommendation' of the 70B training fixture was 2 x RTX A6000 needing
+    726 GiB per device, ranked by its price; a configuration that does not fit is ranked by how close it comes."""
+    from recommendations.ranking import overflow_ratio
+
+    singles = ["h100-sxm-80gb-x1-r550", "a100-80gb-pcie-x1-r550", "a10-x1-r550", "l4-x1-r550", "l40s-x1-r550"]
+    entries = recommend(llama70b(), [view(s) for s in singles])
+    misses = [e for e in entries if e.verdict == "does_not_fit"]
+    assert len(misses) >= 3
+    ratios = [overflow_ratio(e) for e in misses]
+    assert ratios == sorted(ratios) and all(r > 0 for r in ratios)
