@@ -290,9 +290,11 @@ def _figure(value: Any) -> TypeGuard[int]:
 
 
 #: How far a measured GPU's total memory may sit from the ordered accelerator's marketed size and still be that card,
-#: as fractions of the marketed size: NVML reads the marketed size in GiB or in GB (an H100 80GB 81,559 MiB, 1.07 ×
-#: its 80 GB; an L4 24GB 23,034 MiB, 1.01 ×), while the catalog's neighbouring cards sit further apart (an H100 80GB
-#: read against the 94 GB of an H100 NVL: 0.91 ×; an A100 40GB against a 48 GB card: 0.89 ×).
+#: as fractions of the marketed size. nvidia-smi's totals are the marketed size in GB or in GiB: H100 80GB 81,559 MiB
+#: (1.07 ×), A100 80GB 81,920 MiB, A100 40GB 40,960 MiB (1.07 ×), A10 23,028 MiB, L4 23,034 MiB, L40S 46,068 MiB,
+#: T4 15,360 MiB (1.01 ×) (modal-labs/modal-client PR #2797), H100 NVL 99,961,274,368 B (1.06 ×; fastfetch issue #1658).
+#: The catalog's neighbouring cards sit further apart: an H100 80GB read against the 94 GB of an H100 NVL is 0.91 ×,
+#: an A100 40GB against a 48 GB card 0.89 ×, an L40S against a 40 GB card 1.21 ×.
 SAME_CARD_BAND = (0.97, 1.12)
 
 

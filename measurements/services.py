@@ -162,6 +162,20 @@ def order_upload_token_issue(order: Order) -> str:
     return token
 
 
+def upload_token_refusal(token: str, order_id: str | None) -> str:
+    """Why an upload token was refused, said from its shape alone (no lookup, so no oracle for guessing tokens): an
+    upload token is `vpu_<order id>_<secret>` (``order_upload_token_issue``); anything else is another credential."""
+    if not token.startswith("vpu_"):
+        return (
+            "This is not an upload token: upload tokens start with 'vpu_' (POST /api/v1/orders/{id}/upload-token/ "
+            "makes one). An API token goes in 'Authorization: Token <key>'."
+        )
+    owner = token[4:].split("_", 1)[0]
+    if owner.isascii() and owner.isdigit() and owner != order_id:
+        return f"This upload token is for order {owner}, not order {order_id}."
+    return "The upload token is not valid for this order (a newer one replaces it)."
+
+
 def order_upload_token_matches(order: Order, token: str) -> bool:
     return bool(order.upload_token_hash) and hmac.compare_digest(order.upload_token_hash, _token_hash(token))
 

@@ -206,11 +206,12 @@ def one_at_a_time(request: Any, kind: str) -> Iterator[None]:
     user = getattr(request, "user", None)
     ident = f"u{user.pk}" if user is not None and user.is_authenticated else f"a{client_address(request)}"
     slots = max(1, int(getattr(settings, "VRAMPLAN_RECOMMENDATIONS_PER_ACCOUNT", 1)))
-    key = next(
-        (k for slot in range(slots) if cache.add(k := f"vramplan:one-at-a-time:{kind}:{ident}:{slot}", 1,
-                                                  timeout=ONE_AT_A_TIME_HOLD_S)),
-        None,
-    )  # fmt: skip
+    key = None
+    for slot in range(slots):  # the first free slot, taken atomically
+        candidate = f"vramplan:one-at-a-time:{kind}:{ident}:{slot}"
+        if cache.add(candidate, 1, timeout=ONE_AT_A_TIME_HOLD_S):
+            key = candidate
+            break
     if key is None:
         running = f"Another {kind} of yours is" if slots == 1 else f"{slots} other {kind}s of yours are"
         raise Throttled(

@@ -397,6 +397,7 @@ def _activations(
         if extra and recomputed:
             extra += saved_none
         post_norm = act.post_norm_backward_transient(view, vx) if recomputed else 0.0
+        layer_run = spec.run_at(kind_first)
         kinds.append(
             _Kind(
                 first=kind_first,
@@ -408,7 +409,7 @@ def _activations(
                 mlp_instant=saved_none + backward - act.mlp_output_input_saved(view, vx, kept) if recomputed else 0.0,
                 post_norm=saved_none + post_norm if post_norm else 0.0,
                 retained=act.stored_kv_retained(view, vx) if recomputed else 0.0,
-                layer_type=_mixer_kind_at(spec, kind_first),
+                layer_type=layer_run.mixer.kind if layer_run is not None else "full",
             )
         )
         recompute = max(recompute, saved_none)
@@ -502,16 +503,6 @@ def _activations(
         first_layer_absent_grad=layer0_absent_grad,
         embedding_grad_extra=emb_grad_transient + tied_sum,
     )
-
-
-def _mixer_kind_at(spec: ModelSpec, layer: int) -> str:
-    """The mixer kind of layer `layer` ("sliding", "full", …; a flat spec's layers are "full")."""
-    at = 0
-    for run in spec.layer_runs:
-        if at <= layer < at + run.count:
-            return run.mixer.kind
-        at += run.count
-    return "full"
 
 
 def _loss(w: Workload, spec: ModelSpec, x: act.Shape, compiled: bool) -> tuple[float, float, float]:

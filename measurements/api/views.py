@@ -173,23 +173,9 @@ class OrderViewSet(
             order = Order.objects.filter(pk=pk).first() if pk is not None and _is_id(pk) else None
             token = header[len(UPLOAD_KEYWORD) + 1 :]
             if order is None or not services.order_upload_token_matches(order, token):
-                raise NotAuthenticated(_upload_token_refusal(token, pk))
+                raise NotAuthenticated(services.upload_token_refusal(token, pk))
             return order
         return self._owned(request)
-
-
-def _upload_token_refusal(token: str, pk: str | None) -> str:
-    """Why an upload token was refused, said from its shape alone (no lookup, so no oracle for guessing tokens): an
-    upload token is `vpu_<order id>_<secret>`; anything else is another kind of credential."""
-    if not token.startswith("vpu_"):
-        return (
-            "This is not an upload token: upload tokens start with 'vpu_' (POST /api/v1/orders/{id}/upload-token/ "
-            "makes one). An API token goes in 'Authorization: Token <key>'."
-        )
-    owner = token[4:].split("_", 1)[0]
-    if _is_id(owner) and owner != pk:
-        return f"This upload token is for order {owner}, not order {pk}."
-    return "The upload token is not valid for this order (a newer one replaces it)."
 
 
 def _is_id(text: str) -> bool:

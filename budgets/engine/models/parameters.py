@@ -67,13 +67,8 @@ def mlp_parameters(spec: ModelSpec, layer: int) -> tuple[int, int]:
     """(all, output projections) of layer `layer`'s MLP parameters: its dense projections, experts, shared expert and
     router; the output projections (dense `down_proj`, every expert's and the shared expert's) are the ones whose
     weight gradient the MLP's first backward node computes. (0, 0) for a layer without an MLP."""
-    at = 0
-    mlp = None
-    for run in spec.runs:
-        if at <= layer < at + run.count:
-            mlp = run.mlp
-            break
-        at += run.count
+    run = spec.run_at(layer)
+    mlp = run.mlp if run is not None else None
     if mlp is None or mlp.kind == "none":
         return 0, 0
     total = sum(

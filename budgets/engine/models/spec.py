@@ -152,6 +152,15 @@ class ModelSpec:
             return self.layer_runs
         return _flat_runs(self)
 
+    def run_at(self, layer: int) -> LayerRun | None:
+        """The run layer `layer` belongs to (of `runs`); None past the last layer."""
+        at = 0
+        for run in self.runs:
+            if at <= layer < at + run.count:
+                return run
+            at += run.count
+        return None
+
     @property
     def counts_by_runs(self) -> bool:
         """Whether the parameter count is the sum over the layer runs (models whose layers differ)."""
