@@ -24,7 +24,7 @@ $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 	@touch $@ $(VENV)/.installed
 
 # make run's local worker runs acceptance jobs, whose synthetic workload is PyTorch: the service plus the node extra,
-# with torch 2.13.0's CPU build (PyTorch's CPU index, about 200 MB; a machine that cannot reach it takes the pin
+# with torch 2.13.0's CPU build (PyTorch's CPU index; a machine that cannot reach it takes the pin
 # from its own package index, as dev-install does).
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 $(VENV)/.run-installed: pyproject.toml | $(BIN)/python

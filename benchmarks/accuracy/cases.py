@@ -2669,7 +2669,7 @@ def round10_cases() -> list[dict]:
 # Round 11: the round-10 configs unchanged, on the other side of every run axis round 10 fixed: generate 3 sessions of a
 # 300-token prompt (a multiple of no chunk: 64, 128 or 256, so the chunked scans pad) + 6 new tokens, bf16, dynamic
 # cache; train fp32 with full activation checkpointing, 1 × 300 tokens, AdamW (foreach). Written after the engine was
-# tuned on round 10 and measured before any comparison; compared once (HOLDOUT.md, "Round 11"), not tuned on.
+# tuned on round 10 and measured before any comparison; compared once (HOLDOUT.md, "Round 11"), then tuned on.
 ROUND11_GEN_SHAPE = (3, 300, 6)
 ROUND11_TRAIN_SHAPE = (1, 300)
 
@@ -2682,7 +2682,7 @@ def round11_cases() -> list[dict]:
 # tokens (bf16, dynamic cache), train bf16 with SGD and momentum, no checkpointing, 3 × 136 tokens (no chunk divides
 # 200 or 136); eager attention for the families at even positions of ROUND10_CONFIGS when generating and at odd
 # positions when training (SDPA for the others), so every family runs each attention once. Written after the tuning
-# on round 11, measured before any comparison; compared once (HOLDOUT.md, "Round 12"), not tuned on.
+# on round 11, measured before any comparison; compared once (HOLDOUT.md, "Round 12"), then tuned on.
 ROUND12_GEN_SHAPE = (2, 200, 5)
 ROUND12_TRAIN_SHAPE = (3, 136)
 
@@ -2703,7 +2703,7 @@ def round12_cases() -> list[dict]:
 # new (dynamic cache); train bf16 with AdamW and full checkpointing, 2 × 180 tokens (no chunk divides 96 or 180); eager
 # attention at odd positions of ROUND10_CONFIGS when generating and at even positions when training (round 12's
 # opposite). Written after the tuning on round 12, measured before any comparison; compared once (HOLDOUT.md,
-# "Round 13"), not tuned on.
+# "Round 13"), then tuned on ("Round 13: tuned on").
 ROUND13_GEN_SHAPE = (5, 96, 4)
 ROUND13_TRAIN_SHAPE = (2, 180)
 
@@ -2746,7 +2746,7 @@ def round13_cases() -> list[dict]:
 # published, heads x head_dim = hidden; MHA -> 4 KV heads), intermediate 4304 -> 448 (its ratio to the tower's
 # hidden size), depth 27 -> 2 (one block kind); the runs are text-only.
 # Written 2026-12-01 at engine 1e214c9, with round 13 still held out, before any round-14 case was estimated; measured
-# before any comparison.
+# before any comparison; compared once (HOLDOUT.md, "Round 14"), then tuned on ("Round 14: tuned on").
 ROUND14_GEMMA4 = {
     "model_type": "gemma4",
     "audio_config": None,
@@ -2981,9 +2981,9 @@ def round15_cases() -> list[dict]:
 
 
 # Rounds 4, 5 and 8: each written as a hold-out, compared once (HOLDOUT.md: round 4 at engine 95b2199, round 5
-# at 190bec8, round 8 at b6cb233), then tuned on, so they are tuning rounds now. Rounds 6, 7, 9 and 10 are the
-# hold-out: compared once each (round 6 at engine ab06324, round 7 at the engine of 2026-12-01, round 9 after
-# round 8's tuning, round 10 -- the families read per layer -- at engine ad919b5), never tuned on.
+# at 190bec8, round 8 at b6cb233), then tuned on, so they are tuning rounds now, as are rounds 7 and 10 to 14 (each
+# compared once first: HOLDOUT.md). Rounds 6, 9 and 15 are the hold-out: compared once each (round 6 at engine
+# ab06324, round 9 after round 8's tuning, round 15 at engine 6ecd674), never tuned on.
 ROUND4_CASES: list[dict] = round4_cases()
 ROUND5_CASES: list[dict] = round5_cases()
 ROUND6_CASES: list[dict] = round6_cases()
