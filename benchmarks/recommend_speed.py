@@ -61,9 +61,17 @@ def _by_slug(name: str) -> dict[str, dict]:
     return {r["slug"]: r for r in _records(name)}
 
 
-def _facts(config: dict, gpu: dict | None) -> Facts:
+@cache
+def _tables() -> tuple[tuple[Toolkit, ...], tuple[Wheel, ...]]:
+    """The toolkit and wheel tables, read once and shared by every configuration, as `catalog.selectors` shares
+    one reading per request."""
     toolkits = tuple(Toolkit.from_row(r) for r in _records("cuda_toolkits.json"))
     wheels = tuple(Wheel.from_row(r) for r in _records("pytorch_wheels.json"))
+    return toolkits, wheels
+
+
+def _facts(config: dict, gpu: dict | None) -> Facts:
+    toolkits, wheels = _tables()
     if gpu is None:
         return Facts(f"{config['name']} (CPU only)", host_cpu_architecture=config["host_cpu_architecture"],
                      toolkits=toolkits, wheels=wheels)  # fmt: skip

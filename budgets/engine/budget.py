@@ -1,4 +1,5 @@
-"""The budget (the answer): frozen dataclasses, the WORKLOAD.md contract dict, its typed reader and a text table."""
+"""The budget (the answer): frozen dataclasses and named tuples, the WORKLOAD.md contract dict, its typed reader
+and a text table."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ class Range(NamedTuple):
 
     A named tuple rather than a frozen dataclass: a budget builds a few dozen of them, and a tuple is built
     about three times faster (the plan search of a recommendation budgets hundreds of plans). ``+`` adds
-    them (not tuple concatenation)."""
+    them (not tuple concatenation). The methods build through `_new` (`tuple.__new__`), half the time of the
+    named tuple's keyword-capable constructor (`python -m benchmarks.speed.estimate_speed`)."""
 
     low: int  # bytes
     bytes: int  # bytes, expected
@@ -34,26 +36,31 @@ class Range(NamedTuple):
 
     @staticmethod
     def exact(value: float) -> Range:
-        v = max(int(value), 0)
-        return Range(v, v, v)
+        v = int(value)
+        if v < 0:
+            v = 0
+        return _new(Range, (v, v, v))
 
     @staticmethod
     def spread(value: float, low_factor: float, high_factor: float) -> Range:
         v = max(int(value), 0)
-        return Range(min(int(v * low_factor), v), v, max(int(v * high_factor), v))
+        return _new(Range, (min(int(v * low_factor), v), v, max(int(v * high_factor), v)))
 
     def __add__(self, other: Range) -> Range:  # type: ignore[override]
-        return Range(self.low + other.low, self.bytes + other.bytes, self.high + other.high)
+        return _new(Range, (self[0] + other[0], self[1] + other[1], self[2] + other[2]))
 
     def scale(self, factor: float) -> Range:
-        return Range(int(self.low * factor), int(self.bytes * factor), int(self.high * factor))
+        return _new(Range, (int(self.low * factor), int(self.bytes * factor), int(self.high * factor)))
 
 
+_new = tuple.__new__
 ZERO = Range(0, 0, 0)
 
 
-@dataclass(frozen=True, slots=True)
-class ComponentBudget:
+class ComponentBudget(NamedTuple):
+    """One component of a device budget. A named tuple, like `Range`: eight are built per budget and a tuple is
+    built about twice as fast as a frozen dataclass (`python -m benchmarks.speed.estimate_speed`)."""
+
     name: str
     low: int  # bytes
     bytes: int  # bytes, expected (the component's own peak over phases)
@@ -61,8 +68,9 @@ class ComponentBudget:
     note: str
 
 
-@dataclass(frozen=True, slots=True)
-class PhasePeak:
+class PhasePeak(NamedTuple):
+    """One phase's components summed (a named tuple, as `ComponentBudget`)."""
+
     name: str  # e.g. "prefill", "decode", "forward", "backward", "optimizer_step", "load"
     bytes: int  # expected bytes live at this phase's peak (tensors + fixed overheads, before fragmentation)
     low: int  # bytes

@@ -10,6 +10,7 @@ The stages themselves come from `inference.py` and `training_stage.py`; this mod
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from . import parallel, profiles, vllm
 from .budget import (
@@ -183,7 +184,7 @@ def _stage_phases(
     return st
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Peaks:
     """One stage's largest phase and component maxima, before the notes (only the busiest stage's are
     written: a pipeline's other stage is compared by its total)."""
@@ -345,7 +346,18 @@ GENERIC_WEIGHTS_BAND = 0.10
 
 def _model_assumptions(w: Workload) -> list[str]:
     """How the model was read: its layer kinds, the generic reader, the towers, the checkpoint."""
-    spec, out = w.spec, []
+    generate = w.inference is not None and not engine(w.inference.engine).preallocated_pool
+    out = list(_spec_assumptions(w.spec, w.runtime.device, w.task == "training" or generate))
+    if w.model is not None and w.model.checkpoint_weights is not None:
+        out.extend(w.model.checkpoint_weights.notes)
+    return out
+
+
+@lru_cache(maxsize=1024)
+def _spec_assumptions(spec: ModelSpec, device: str, scans_in_torch: bool) -> tuple[str, ...]:
+    """The lines that follow from the model alone (and the device, and whether transformers runs its recurrent
+    scans): cached per model, as a plan search asks for the same model on every configuration."""
+    out = []
     if spec.counts_by_runs:
         out.append(f"layers: {kv.describe_layers(spec)}")
         out.append(
@@ -353,13 +365,12 @@ def _model_assumptions(w: Workload) -> list[str]:
             " training keeps the sum over every layer; KV cache and state follow each layer's kind"
         )
         kinds = {m.kind for run in spec.layer_runs for m in (run.mixer, run.side) if m is not None}
-        if kinds & {"mla"} and w.runtime.device == "cpu":
+        if kinds & {"mla"} and device == "cpu":
             out.append(
                 "MLA on the CPU: SDPA takes torch's math path in fp32 (q/k head size ≠ v head size:"
                 " sdp_utils_cpp.cpp check_head_dim_size_cpp)"
             )
-        generate = w.inference is not None and not engine(w.inference.engine).preallocated_pool
-        if kinds & {"mamba", "linear"} and (w.task == "training" or generate):
+        if kinds & {"mamba", "linear"} and scans_in_torch:
             out.append(
                 "Mamba and linear-attention layers as transformers runs them without mamba-ssm, causal-conv1d or"
                 " flash-linear-attention (its PyTorch scans, fp32 over the chunked sequence: measured on the CPU,"
@@ -382,9 +393,7 @@ def _model_assumptions(w: Workload) -> list[str]:
             f"multimodal towers in the weights: {spec.towers}; their activations over image or audio tokens are not"
             " counted (text requests only)"
         )
-    if w.model is not None and w.model.checkpoint_weights is not None:
-        out.extend(w.model.checkpoint_weights.notes)
-    return out
+    return tuple(out)
 
 
 def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TypedDict
 
 from .models.layers import heads_per_device
@@ -58,10 +59,12 @@ class _Shared(TypedDict):
     heads: int
 
 
+@lru_cache(maxsize=1024)
 def stages(
     spec: ModelSpec, tensor: int, pipeline: int, data: int, zero_stage: int, sequence_parallel: bool
-) -> list[Stage]:
-    """The candidate busiest devices: the only stage, or the first and last pipeline stages."""
+) -> tuple[Stage, ...]:
+    """The candidate busiest devices: the only stage, or the first and last pipeline stages (cached per split:
+    a plan search asks for the same split of one model on every configuration)."""
     layers = math.ceil(spec.num_layers / pipeline)
     common: _Shared = {
         "tensor": tensor,
@@ -72,9 +75,9 @@ def stages(
         "heads": heads_per_device(spec.num_attention_heads, tensor),
     }
     if pipeline == 1:
-        return [Stage("only", spec.num_layers, True, True, 1, **common)]
+        return (Stage("only", spec.num_layers, True, True, 1, **common),)
     last_layers = spec.num_layers - layers * (pipeline - 1)
-    return [
+    return (
         Stage("first", layers, True, False, pipeline, **common),
         Stage(
             "last",
@@ -85,7 +88,7 @@ def stages(
             **common,
             first_layer=spec.num_layers - max(last_layers, 1),
         ),
-    ]
+    )
 
 
 def stage_parameters(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from .base import CompatError, ComputeCapability, Reason, cuda_minor
@@ -154,6 +155,13 @@ def assumed_cuda(requirements: Requirements, facts: Facts) -> str | None:
         return None
     if not facts.driver_version:
         return None
+    return _newest_full_cuda(facts)
+
+
+@lru_cache(maxsize=4096)
+def _newest_full_cuda(facts: Facts) -> str | None:
+    """The newest CUDA (major.minor) the configuration's driver fully runs: remembered per configuration's facts, as
+    every check and every entry's settings ask for it (uncached it was half of a catalog-wide recommendation)."""
     try:
         newest = max_cuda_for_driver(facts.driver_version, facts.toolkits)
     except CompatError:

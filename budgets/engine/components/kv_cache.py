@@ -31,6 +31,7 @@ def stage_mixers(spec: ModelSpec, first: int, layers: int) -> tuple[tuple[Mixer,
     return layer_mixers(spec.runs, first, first + layers)
 
 
+@lru_cache(maxsize=4096)
 def kv_bytes_per_token(spec: ModelSpec, tensor: int, first: int, layers: int, precision: str) -> int:
     """Bytes one more token adds to the cache of one sequence on the device (every layer that keeps positions,
     sliding ones included: the figure before any window applies)."""
@@ -38,6 +39,7 @@ def kv_bytes_per_token(spec: ModelSpec, tensor: int, first: int, layers: int, pr
     return int(per * nbytes(precision))
 
 
+@lru_cache(maxsize=4096)
 def state_bytes_per_sequence(spec: ModelSpec, tensor: int, first: int, layers: int, precision: str) -> int:
     """Fixed bytes per sequence as vLLM pages them: the recurrent states of linear-attention and Mamba layers in the
     model dtype (`mamba_cache_dtype="auto"`, vllm-0.11.0/config/cache.py:96,100)."""
@@ -63,6 +65,7 @@ def generate_conv_state_elements(mixer: Mixer) -> int:
     return mixer.conv_state
 
 
+@lru_cache(maxsize=4096)
 def generate_state_bytes_per_sequence(spec: ModelSpec, tensor: int, first: int, layers: int, precision: str) -> int:
     """Fixed bytes per sequence in a transformers cache over the device's layers (`generate_state_bytes`)."""
     per = sum(generate_state_bytes(m, 1, precision) * n / tensor for m, n in stage_mixers(spec, first, layers))

@@ -99,6 +99,7 @@ LAZY_CONTEXT_ANY = Range(CONTEXT_LOW, CONTEXT_GENERIC, CONTEXT_HOPPER)
 EAGER_CONTEXT = Range(666_632_192, 1000 * MB, 1343 * MB)
 
 
+@lru_cache(maxsize=256)
 def cuda_context(
     device: str,
     cuda_version: tuple[int, int] | None,

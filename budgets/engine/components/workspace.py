@@ -9,6 +9,8 @@ data) is one communicator. ZeRO-3's gathered layers are in `training_stage.py`. 
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ..budget import ZERO, Range
 from .runtime import architecture
 
@@ -38,6 +40,7 @@ NCCL_GROUP = 688 * MB
 NCCL_HIGH = 1600 * MB
 
 
+@lru_cache(maxsize=256)
 def cublas(device: str, device_name: str | None = None, compute_capability: tuple[int, int] | None = None) -> Range:
     """cuBLAS + cuBLASLt workspaces of one (handle, stream) pair on this device's architecture."""
     if device == "cpu":
@@ -57,6 +60,7 @@ def communicators(tensor: int, pipeline: int, data: int) -> tuple[int, ...]:
     return tuple(size for size in (tensor, pipeline, data) if size > 1)
 
 
+@lru_cache(maxsize=256)
 def nccl(device: str, tensor: int, pipeline: int, data: int) -> Range:
     """NCCL buffers of every communicator this device belongs to (nccl#986: "More communicators = more
     memory used")."""
@@ -68,6 +72,7 @@ def nccl(device: str, tensor: int, pipeline: int, data: int) -> Range:
     return total
 
 
+@lru_cache(maxsize=256)
 def library_note(
     device: str,
     device_name: str | None,
@@ -89,6 +94,7 @@ def library_note(
     return note
 
 
+@lru_cache(maxsize=256)
 def attention_backend(device: str, attention: str) -> Range:
     if device == "cpu":
         return ZERO
