@@ -25,13 +25,7 @@ MAX_ERROR = 0.05  # |estimate − measured| / measured
 
 # out of range or beyond MAX_ERROR in `python -m benchmarks.accuracy` today; strict, so fixing one fails until it is
 # removed here
-KNOWN_MISSES: dict[str, str] = {
-    "r14-gemma4-train-sgdmomentum-ckpt-bf16-sdpa-b1": (
-        "-5.83 % (in range): at layer 0's post-feedforward norm backward ~1.9 MB of activation gradients allocated by "
-        "the LM head's MmBackward0 under Gemma 4's final soft-cap are alive, not explained (HOLDOUT.md, 'Round 14: "
-        "tuned on')"
-    ),
-}
+KNOWN_MISSES: dict[str, str] = {}
 
 MEASURED = json.loads((Path(accuracy.__file__).parent / "results.json").read_text())["cases"]
 

@@ -605,13 +605,18 @@ def _mlp_saved(spec: ModelSpec, x: Shape, kept: Kept = ALL_TRAINED) -> float:
 
 
 def post_norm_backward_transient(spec: ModelSpec, x: Shape) -> float:
-    """A sandwich-norm layer's first backward node (Gemma 2/3/4: the post-feedforward norm at the layer's end): the
-    fp32 upcast of the incoming gradient and a product in the compute dtype, over the whole (recomputed) layer, none
-    of whose gradients exist yet (measured at r14-gemma4's recomputed layers: +0.63 MB over the recomputed layer at
-    PowBackward0, 420 tokens × 256 in bf16). 0 for a layer whose norms come first only."""
+    """A sandwich-norm layer's first backward node (Gemma 2/3/4: the post-feedforward norm at the layer's end), over
+    the whole (recomputed) layer, none of whose gradients exist yet. The norm computes in fp32 whatever the compute
+    dtype (`hidden_states.float()`), and its backward peaks at the variance path's PowBackward0 with five fp32
+    tensors of the layer's width alive (the gradient through `x · rsqrt` waiting in autograd's input buffer,
+    MeanBackward1's expanded gradient, PowBackward0's `x^1` and its two products), after the weight multiply's
+    backward has freed the normed tensor it saved (counted in the layer's saved set): 16 B an element over the saved
+    tensors and the incoming gradient, in bf16 and fp32 alike (torch 2.13 CPU, Gemma2/3/4RMSNorm, 420 × 256:
+    `tests/engine/test_training_mechanisms.py` measures it). Five such blocks were alive at r14-gemma4's measured
+    peak, layer 0's recomputed post-feedforward norm. 0 for a layer whose norms come first only."""
     if spec.norms_per_layer != 4 or _mlp_kind(spec) == "none":
         return 0.0
-    return x.tokens * x.h * (4 + x.d)
+    return x.tokens * x.h * 4 * 4
 
 
 def stored_kv_retained(spec: ModelSpec, x: Shape) -> float:
