@@ -39,15 +39,34 @@ ORDER_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 
+# An acceptance job: queued until a node claims it; a running job is re-queued when its node goes silent (the reaper);
+# it ends succeeded, failed (its run, or no live node at the start) or cancelled
+JOB_TRANSITIONS: dict[str, frozenset[str]] = {
+    "queued": frozenset({"running", "failed", "cancelled"}),
+    "running": frozenset({"succeeded", "failed", "cancelled", "queued"}),
+    "succeeded": frozenset(),
+    "failed": frozenset(),
+    "cancelled": frozenset(),
+}
+
+
 class TransitionError(ValueError):
     """An order status change the table does not allow; the message says what is allowed."""
 
 
 def check_transition(current: str, new: str) -> None:
-    allowed = ORDER_TRANSITIONS.get(current, frozenset())
+    _check(ORDER_TRANSITIONS, "an order", current, new)
+
+
+def check_job_transition(current: str, new: str) -> None:
+    _check(JOB_TRANSITIONS, "a job", current, new)
+
+
+def _check(table: dict[str, frozenset[str]], what: str, current: str, new: str) -> None:
+    allowed = table.get(current, frozenset())
     if new not in allowed:
         choices = ", ".join(sorted(allowed)) or "none (it is final)"
-        raise TransitionError(f"an order that is {current!r} cannot become {new!r}; allowed: {choices}")
+        raise TransitionError(f"{what} that is {current!r} cannot become {new!r}; allowed: {choices}")
 
 
 @dataclass(frozen=True)

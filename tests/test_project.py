@@ -86,3 +86,10 @@ def test_redis_broker_answers() -> None:
     import redis
 
     assert redis.Redis.from_url(url).ping()
+
+
+def test_no_module_of_the_measuring_half_is_over_500_lines() -> None:
+    """The measuring services stay split by sub-domain (orders, jobs, nodes, evidence, states), none a hub again."""
+    package = Path(__file__).resolve().parents[1] / "measurements"
+    sizes = {p.relative_to(package).as_posix(): len(p.read_text().splitlines()) for p in package.rglob("*.py")}
+    assert sizes and {name: n for name, n in sizes.items() if n > 500} == {}

@@ -45,7 +45,6 @@ from typing import Any, TypeVar
 
 from celery import shared_task
 from celery.signals import celeryd_after_setup, worker_ready
-from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 from kombu import Exchange, Queue
@@ -53,19 +52,15 @@ from kombu.exceptions import ChannelError
 
 from catalog.models import Node
 from measurements import services as measurement_services
+from measurements.nodes import SILENT_AFTER_PERIODS, heartbeat_period_s
 from workers import agent
 
 logger = logging.getLogger(__name__)
 
-#: A node not heard from for this many heartbeat periods is silent: probed only when its queue is empty.
-SILENT_AFTER_PERIODS = 3
+# the liveness rule (a node not heard from for SILENT_AFTER_PERIODS heartbeat periods is silent: probed only when its
+# queue is empty) is measurements.nodes', which the dispatcher and the reaper read too
 
 T = TypeVar("T")
-
-
-def heartbeat_period_s() -> float:
-    """Seconds between two heartbeat dispatches (``NODE_HEARTBEAT_SECONDS``)."""
-    return float(settings.CELERY_BEAT_SCHEDULE["node-heartbeat"]["schedule"])
 
 
 def node_queue(name: str) -> str:

@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from catalog.models import Configuration, Node
-from measurements import services
+from measurements import jobs, services
 from measurements.models import AcceptanceJob, Order
 
 from .helpers import TINY_CPU_WORKLOAD, cpu_configuration
@@ -199,7 +199,7 @@ def test_a_dispatcher_whose_free_node_was_taken_meanwhile_gives_its_job_to_a_nod
     n1, n2 = live_node("n1", configuration), live_node("n2", configuration)
     running = AcceptanceJob.objects.create(order=order, status="running", node=n2, attempt=1)
     paused, go = threading.Event(), threading.Event()
-    real = services._lock_free_node
+    real = jobs._lock_free_node
 
     def pausing(candidates, busy):
         if threading.current_thread().name == "dispatcher-a" and not paused.is_set():
@@ -207,7 +207,7 @@ def test_a_dispatcher_whose_free_node_was_taken_meanwhile_gives_its_job_to_a_nod
             go.wait(timeout=30)
         return real(candidates, busy)
 
-    monkeypatch.setattr(services, "_lock_free_node", pausing)
+    monkeypatch.setattr(jobs, "_lock_free_node", pausing)
     given: list[int] = []
 
     def dispatcher_a() -> None:

@@ -55,3 +55,25 @@ def test_a_busy_node_gets_no_second_job_even_from_a_second_dispatcher(api, runni
     assert second["node"] is None
     assert services.acceptance_jobs_dispatch() == 0
     assert AcceptanceJob.objects.get(pk=second["id"]).node is None
+
+
+def test_every_job_status_change_follows_the_job_table(running) -> None:
+    claimed, node = running
+    job = AcceptanceJob.objects.get()
+    assert services.acceptance_job_finish(claimed.job_id, node.name, claimed.attempt, measurement_document())
+    job.refresh_from_db()
+    assert job.status == "succeeded"
+    # a final job changes no more, whoever asks: the table says what is allowed
+    with pytest.raises(services.ServiceError, match="a job that is 'succeeded' cannot become 'running'; allowed: none"):
+        services.job_transition(job, "running")
+    job.refresh_from_db()
+    assert job.status == "succeeded"
+
+
+def test_the_job_table_covers_every_status_and_ends_in_final_ones() -> None:
+    from measurements.acceptance import JOB_TRANSITIONS
+    from measurements.choices import JobStatus
+
+    assert set(JOB_TRANSITIONS) == set(JobStatus.values)
+    assert all(new in JobStatus.values for targets in JOB_TRANSITIONS.values() for new in targets)
+    assert {s for s, targets in JOB_TRANSITIONS.items() if not targets} == {"succeeded", "failed", "cancelled"}
