@@ -16,7 +16,7 @@ from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
@@ -239,7 +239,7 @@ class ConfigurationAdmin(CatalogAdmin):
         "nvlink_domain_size",
         "host_cpu_architecture",
         "driver_version",
-        "hourly_price_usd",
+        "price",
     ]
     list_filter = [
         "kind",
@@ -258,6 +258,10 @@ class ConfigurationAdmin(CatalogAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Configuration]:
         return super().get_queryset(request).with_memory()  # type: ignore[attr-defined]  # ConfigurationQuerySet
+
+    @admin.display(description="USD per hour", ordering=F("hourly_price_usd").asc(nulls_last=True))
+    def price(self, obj: Configuration) -> str:
+        return f"${obj.hourly_price_usd:,.2f}" if obj.hourly_price_usd is not None else "no price"
 
     @admin.display(description="per device", ordering="per_device_memory_bytes")
     def per_device_memory(self, obj: Configuration) -> str:

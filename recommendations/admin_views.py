@@ -77,6 +77,43 @@ def _bar(entry: Entry, colours: Mapping[str, str]) -> SafeString | str:
     return mark_safe(svg)  # recommendations.charts escapes every text it writes
 
 
+# the suggested settings a person copies into a launch, in the words of each engine's flags (vLLM) or the training plan
+_SETTING_LABELS = (
+    ("tensor_parallel_size", "--tensor-parallel-size {}"),
+    ("pipeline_parallel_size", "--pipeline-parallel-size {}"),
+    ("gpu_memory_utilization", "--gpu-memory-utilization {}"),
+    ("max_model_len", "--max-model-len {}"),
+    ("max_num_seqs", "--max-num-seqs {}"),
+    ("max_num_batched_tokens", "--max-num-batched-tokens {}"),
+    ("replicas", "{} replicas"),
+    ("tensor", "tensor {}"),
+    ("pipeline", "pipeline {}"),
+    ("data", "data {}"),
+    ("zero_stage", "ZeRO-{}"),
+    ("activation_checkpointing", "checkpointing {}"),
+    ("max_micro_batch_size", "micro-batch ≤ {}"),
+)
+
+
+def _settings(settings: Mapping[str, Any]) -> list[str]:
+    """The suggested settings worth a glance in the table (the API has all of them)."""
+    lines = [label.format(settings[key]) for key, label in _SETTING_LABELS if settings.get(key) is not None]
+    cuda = settings.get("cuda_version")
+    if isinstance(cuda, Mapping) and cuda.get("value"):
+        lines.append(f"CUDA {cuda['value']} (assumed: newest its driver runs)")
+    return lines
+
+
+def _latency(entry: Entry) -> str:
+    latency = entry.latency
+    if latency is None:
+        return "—"
+    return (
+        f"{latency.ms_per_output_token:.1f} ms/token ({latency.ms_per_output_token_low:.1f}–"
+        f"{latency.ms_per_output_token_high:.1f}), {latency.bound}-bound"
+    )
+
+
 def _row(entry: Entry, colours: Mapping[str, str]) -> dict[str, Any]:
     margin = entry.margin
     return {
@@ -94,6 +131,9 @@ def _row(entry: Entry, colours: Mapping[str, str]) -> dict[str, Any]:
         "evidence_links": _evidence_links(entry),
         "reasons": entry.reasons,
         "bar": _bar(entry, colours),
+        "price": entry.price_basis.text,
+        "latency": _latency(entry),
+        "settings": _settings(entry.suggested_settings),
     }
 
 

@@ -29,12 +29,8 @@ VERDICT_ORDER = {Verdict.FITS: 0, Verdict.TIGHT: 1, Verdict.DOES_NOT_FIT: 2, Ver
 
 
 def _cost_key(entry: Entry) -> tuple[int, float]:
-    cost = entry.cost
-    if cost is None:
-        return (2, 0.0)
-    if cost.usd_per_million_output_tokens is not None:
-        return (0, cost.usd_per_million_output_tokens)
-    return (1, cost.usd_per_hour)
+    price = entry.price_basis  # what the table and the API show as the price the entry was ranked on
+    return (price.rank, price.value or 0.0)
 
 
 def wasted_bytes(entry: Entry) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from budgets.engine import Budget, Workload
 from catalog import compat
@@ -100,6 +100,18 @@ class CostFigures:
         }
 
 
+class PriceBasis(NamedTuple):
+    """What the ranking compares on price (``ranking``, step 3), and how a person reads it."""
+
+    rank: int  # 0: per million output tokens, 1: per hour, 2: no price (ranked after the priced)
+    value: float | None  # USD
+    basis: str  # "usd_per_million_output_tokens" | "usd_per_hour" | "no_price"
+    text: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"basis": self.basis, "value": self.value, "text": self.text}
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     configuration: dict[str, Any]  # id, slug, accelerator_name, device_count, driver_version
@@ -116,6 +128,20 @@ class Entry:
     latency: LatencyFigures | None
     cost: CostFigures | None
     budget: Budget | None  # the engine's budget under the plan (components for the admin's bar)
+
+    @property
+    def price_basis(self) -> PriceBasis:
+        """USD per million output tokens where the plan's throughput is known, else USD per hour; "no price" when the
+        catalog has none for the configuration."""
+        cost = self.cost
+        if cost is None:
+            return PriceBasis(2, None, "no_price", "no price in the catalog: ranked after the priced")
+        if cost.usd_per_million_output_tokens is not None:
+            per_million = cost.usd_per_million_output_tokens
+            return PriceBasis(
+                0, per_million, "usd_per_million_output_tokens", f"${per_million:,.2f} per million output tokens"
+            )
+        return PriceBasis(1, cost.usd_per_hour, "usd_per_hour", f"${cost.usd_per_hour:,.2f} per hour")
 
     @property
     def reserved_bytes(self) -> int | None:
@@ -139,6 +165,7 @@ class Entry:
             "suggested_settings": self.suggested_settings,
             "latency": self.latency.as_dict() if self.latency else None,
             "cost": self.cost.as_dict() if self.cost else None,
+            "price_basis": self.price_basis.as_dict(),
         }
 
 

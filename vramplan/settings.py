@@ -192,7 +192,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
-        "rest_framework.filters.OrderingFilter",
+        "vramplan.ordering.NullsLastOrderingFilter",  # unpriced configurations last, either direction
     ],
     "DEFAULT_PAGINATION_CLASS": "vramplan.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,

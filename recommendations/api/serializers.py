@@ -192,6 +192,12 @@ class SuggestedSettingsSerializer(serializers.Serializer):
     cuda_version = AssumedCudaSerializer(required=False, help_text="Only when the workload names no CUDA version.")
 
 
+class PriceBasisSerializer(serializers.Serializer):
+    basis = serializers.ChoiceField(choices=["usd_per_million_output_tokens", "usd_per_hour", "no_price"])
+    value = serializers.FloatField(allow_null=True, help_text="USD, on that basis; null without a price.")
+    text = serializers.CharField(help_text='e.g. "$1.84 per million output tokens", "no price in the catalog".')
+
+
 class RecommendationSerializer(serializers.Serializer):
     configuration = ConfigurationRefSerializer()
     verdict = serializers.ChoiceField(choices=[v.value for v in Verdict])
@@ -213,6 +219,10 @@ class RecommendationSerializer(serializers.Serializer):
     suggested_settings = SuggestedSettingsSerializer()
     latency = LatencySerializer(allow_null=True, help_text="Inference only, where the catalog has the figures.")
     cost = CostSerializer(allow_null=True, help_text="Where the catalog has a price.")
+    price_basis = PriceBasisSerializer(
+        help_text="The price the entry was ranked on (after the verdict and the evidence): per million output tokens"
+        " where the plan's throughput is known, else per hour; configurations without a price come after the priced."
+    )
 
 
 class RecommendedWorkloadSerializer(serializers.Serializer):

@@ -376,3 +376,13 @@ def test_node_summary_of_an_empty_inventory(api, db) -> None:
     summary = api.get(f"{NODES}{node.name}/").json()["inventory_summary"]
     assert summary["devices"] == [] and summary["total_device_memory_bytes"] == 0
     assert summary["host_ram_total_bytes"] is None
+
+
+@pytest.mark.parametrize("ordering", ["hourly_price_usd", "-hourly_price_usd"])
+def test_ordering_by_price_puts_configurations_without_a_price_last_either_way(api, catalog, ordering) -> None:
+    priced = Configuration.objects.filter(hourly_price_usd__isnull=False).count()
+    assert 0 < priced < Configuration.objects.count()  # the fixture has both
+    prices = [c["hourly_price_usd"] for c in _all(api, f"{CONFIGS}?ordering={ordering}")]
+    assert all(p is not None for p in prices[:priced]) and all(p is None for p in prices[priced:])
+    values = [float(p) for p in prices[:priced]]
+    assert values == sorted(values, reverse=ordering.startswith("-"))

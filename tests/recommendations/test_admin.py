@@ -3,16 +3,20 @@ calibration page, the branding, and the pure SVG charts behind them."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
 from budgets.models import Workload
+from budgets.services import workload_create
 from recommendations.charts import Point, budget_bar_svg, scatter_svg
 
 from .measured import H100_X1, measured_workload
 
 GIB = 2**30
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "workloads"
 
 
 def _rects(svg: str) -> list[tuple[float, float]]:
@@ -113,3 +117,26 @@ def test_the_admin_is_branded_and_names_toolkits_and_wheels(admin_client) -> Non
     assert "Django administration" not in page and "Django site admin" not in page
     assert ">vramplan</a>" in page and "<title>Catalog, workloads, orders and measurements | vramplan admin" in page
     assert "CUDA toolkits" in page and "PyTorch wheels" in page
+
+
+@pytest.mark.django_db
+def test_the_table_shows_the_price_each_entry_was_ranked_on_its_latency_and_its_launch_flags(
+    admin_client, user, catalog
+) -> None:
+    data = json.loads((FIXTURES / "vllm-llama-3.1-8b-chat.json").read_text())
+    workload = workload_create(owner=user, data=data)
+    page = admin_client.get(f"/admin/budgets/workload/{workload.pk}/change/").content.decode()
+    section = page[page.index('class="recommendations"') :]
+    assert "ranked on price" in section and "latency (roofline)" in section and "suggested settings" in section
+    prices = re.findall(r'<td class="price">([^<]*)</td>', section)
+    latencies = re.findall(r'<td class="latency">([^<]*)</td>', section)
+    settings = re.findall(r'<td class="settings">(.*?)</td>', section, re.S)
+    assert len(prices) == len(latencies) == len(settings) == 10
+    shown = r"\$[\d,]+\.\d\d per (million output tokens|hour)|no price in the catalog: ranked after the priced"
+    assert all(re.fullmatch(shown, p) for p in prices), prices
+    assert any(p.endswith("per million output tokens") for p in prices)
+    # within the fitting entries of one evidence level, the priced come first, cheapest per million tokens first
+    ranks = [0 if "million" in p else 1 if "hour" in p else 2 for p in prices]
+    assert ranks == sorted(ranks)
+    assert all(re.fullmatch(r"[\d.]+ ms/token \([\d.]+–[\d.]+\), (memory|compute)-bound", x) for x in latencies)
+    assert all("--tensor-parallel-size" in s and "--gpu-memory-utilization" in s for s in settings)

@@ -26,6 +26,7 @@ ENTRY_FIELDS = {
     "suggested_settings",
     "latency",
     "cost",
+    "price_basis",
 }
 SLUGS = [
     "h100-sxm-80gb-x1-r550",
