@@ -46,22 +46,53 @@ def _dtype(name: str):
     return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
 
 
+# Remote-code model_types (a Hub checkpoint's own modeling file, no transformers 5.24 type), measured with a stand-in of
+# the same architecture (round 16, HOLDOUT.md). The case's hf_config keeps its own model_type, so the engine reads it as
+# that family; only the measurement swaps the class, and only for these three types:
+#   kimi_k2 -> transformers' deepseek_v3: Kimi K2's config.json declares "architectures": ["DeepseekV3ForCausalLM"] with
+#     auto_map to its modeling_deepseek.py (DeepSeek-V3's code: MLA, sigmoid noaux_tc routing, shared expert,
+#     first_k_dense_replace dense layers), the same modules transformers' DeepseekV3ForCausalLM builds;
+#   mimo -> transformers' qwen2: MiMo-7B's remote MiMoForCausalLM (modeling_mimo.py) is Qwen2's decoder (biased q/k/v,
+#     unbiased o) plus `num_nextn_predict_layers` MTP layers that its MiMoModel builds and its causal LM forward never
+#     runs; the stand-in builds no MTP layer (the engine's reading of a mimo config counts none: hf_defaults.py's "mimo"
+#     rule), so the cases measure MiMo without MTP weights (HOLDOUT.md, round 16);
+#   nemotron-nas -> benchmarks/accuracy/decilm.py (DECILM_STAND_IN): DeciLM's per-layer block_configs built from
+#     transformers' Llama modules (transformers 5.24 has no class for it; see that module for what it cannot build).
+DECILM_STAND_IN = "decilm (benchmarks/accuracy/decilm.py)"
+REMOTE_CODE_STAND_INS: dict[str, str] = {
+    "kimi_k2": "deepseek_v3",
+    "mimo": "qwen2",
+    "nemotron-nas": DECILM_STAND_IN,
+}
+
+
 def build_config(hf_config: dict, attention: str):
     from transformers import AutoConfig
 
     fields = dict(hf_config)
     model_type = fields.pop("model_type")
-    cfg = AutoConfig.for_model(model_type, **fields)
+    stand_in = REMOTE_CODE_STAND_INS.get(model_type)
+    if stand_in == DECILM_STAND_IN:
+        from benchmarks.accuracy.decilm import decilm_config
+
+        return decilm_config(fields)
+    cfg = AutoConfig.for_model(stand_in or model_type, **fields)
     return cfg
 
 
 def model_class(cfg):
     """AutoModelForCausalLM where transformers has a causal LM for the config's type (the text model alone, also for
     the wrappers it maps: llama4, mllama, qwen3_5, qwen3_5_moe); else AutoModelForImageTextToText, the multimodal
-    ForConditionalGeneration with its towers (qwen2_5_vl, qwen3_vl, mistral3), run on text alone."""
+    ForConditionalGeneration with its towers (qwen2_5_vl, qwen3_vl, mistral3), run on text alone. A remote-code type
+    measured through a stand-in (REMOTE_CODE_STAND_INS) has the stand-in's config: kimi_k2 and mimo are deepseek_v3
+    and qwen2 configs here (their transformers causal LMs), nemotron-nas the DeciLM stand-in's own class."""
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
+    if REMOTE_CODE_STAND_INS.get(cfg.model_type) == DECILM_STAND_IN:
+        from benchmarks.accuracy.decilm import DeciLMForCausalLM
+
+        return DeciLMForCausalLM
     if cfg.model_type in TEXT_MODEL_CLASSES:
         import transformers
 
@@ -277,6 +308,9 @@ def run_case(w: dict) -> dict:
             info["buffer_bytes"] = storage_bytes(buffers)
             info["weights_bytes"] = storage_bytes(params + buffers)
             info["model_class"] = type(model).__name__
+            measured_type = w["model"]["hf_config"]["model_type"]
+            if measured_type in REMOTE_CODE_STAND_INS:
+                info["stand_in"] = {"for": measured_type, "built_as": REMOTE_CODE_STAND_INS[measured_type]}
             towers = tower_param_count(model)
             if towers:
                 info["tower_param_count"] = towers

@@ -45,9 +45,12 @@ def test_holdout_and_tuning_sets_are_disjoint_and_cover_cases():
     assert tuning == earlier + round10 + round11 + round12 + round13 + round14
     assert len(set(tuning)) == 659
     # hold-out: round 6, one run per path per model type on new configs, none shared with tuning; round 9: round
-    # 8's mechanisms on new models and paths; round 15: round 14's families changed by one rule, three runs each
-    assert holdout == _names(cases.round6_cases() + cases.round9_cases() + cases.round15_cases())
-    assert len(set(holdout)) == len(holdout) == 56 + 10 + 81
+    # 8's mechanisms on new models and paths; round 15: round 14's families changed by one rule, three runs each;
+    # round 16: the remote-code families through stand-ins, three runs per config
+    assert holdout == _names(
+        cases.round6_cases() + cases.round9_cases() + cases.round15_cases() + cases.round16_cases()
+    )
+    assert len(set(holdout)) == len(holdout) == 56 + 10 + 81 + 12
     assert not set(tuning) & set(holdout)
     assert _names(cases.CASES) == tuning + holdout
     assert all(cases.is_holdout(n) for n in holdout)
@@ -557,3 +560,165 @@ def test_round10_measurements_are_of_the_run_not_the_initialisation():
             w["model"]["hf_config"]["model_type"] == "qwen2_5_vl"
         )
         assert bool(m.get("tower_param_count")) == (vl and w["model"]["hf_config"]["model_type"] != "mllama")
+
+
+# --- round 16: the remote-code families (kimi_k2, mimo, nemotron-nas) through stand-ins ----------------------------
+
+
+def test_round16_runs_the_families_round10_could_not_build_on_new_shapes():
+    assert list(cases.ROUND16_CONFIGS) == ["kimi_k2", "mimo", "nemotron_nas", "nemotron_nas_linear"]
+    types = [c["model_type"] for c in cases.ROUND16_CONFIGS.values()]
+    assert types == ["kimi_k2", "mimo", "nemotron-nas", "nemotron-nas"]
+    assert set(types) == {"kimi_k2", "mimo", "nemotron-nas"} <= set(cases.ROUND10_NOT_BUILT)
+    assert len(cases.ROUND16_CASES) == 12
+    # shapes no earlier family round ran, no length a multiple of 64
+    gens = {getattr(cases, f"ROUND{r}_GEN_SHAPE") for r in (10, 11, 12, 13, 14, 15)}
+    trains = {getattr(cases, f"ROUND{r}_TRAIN_SHAPE") for r in (10, 11, 12, 13)}
+    trains |= {cases.ROUND14_CKPT_TRAIN_SHAPE, cases.ROUND14_ADAMW_TRAIN_SHAPE}
+    trains |= {cases.ROUND15_CKPT_TRAIN_SHAPE, cases.ROUND15_ADAMW_TRAIN_SHAPE}
+    assert cases.ROUND16_GEN_SHAPE == (2, 190, 9) and cases.ROUND16_GEN_SHAPE not in gens
+    assert (cases.ROUND16_ADAMW_TRAIN_SHAPE, cases.ROUND16_CKPT_TRAIN_SHAPE) == ((1, 330), (2, 140))
+    assert not {cases.ROUND16_ADAMW_TRAIN_SHAPE, cases.ROUND16_CKPT_TRAIN_SHAPE} & trains
+    lengths = (cases.ROUND16_GEN_SHAPE[1], cases.ROUND16_ADAMW_TRAIN_SHAPE[1], cases.ROUND16_CKPT_TRAIN_SHAPE[1])
+    assert all(n % 64 for n in lengths)
+    runs = zip(cases.ROUND16_CASES[::3], cases.ROUND16_CASES[1::3], cases.ROUND16_CASES[2::3], strict=True)
+    for index, (family, (gen, adamw, ckpt)) in enumerate(zip(cases.ROUND16_CONFIGS, runs, strict=True)):
+        for run, w in enumerate((gen, adamw, ckpt)):
+            assert w["name"].startswith(f"r16-{family.replace('_', '')}-")
+            assert w["model"]["hf_config"] == cases.ROUND16_CONFIGS[family]
+            eager = index % 3 == (run + 1) % 3  # eager_offset 1: one eager run per config
+            assert w["runtime"] == {"device": "cpu", "attention": "eager" if eager else "sdpa"}, w["name"]
+        i = gen["inference"]
+        assert (i["concurrent_sessions"], i["max_input_tokens"], i["max_output_tokens"]) == (2, 190, 9)
+        assert i["kv_cache_layout"] == "dynamic" and gen["precision"]["compute"] == "bf16"
+        t = adamw["training"]
+        assert (t["micro_batch_size"], t["sequence_length"], t["optimizer"]) == (1, 330, "adamw")
+        assert (t["activation_checkpointing"], t["optimizer_impl"]) == ("none", "foreach")
+        assert adamw["precision"]["compute"] == "bf16"
+        t = ckpt["training"]
+        assert (t["micro_batch_size"], t["sequence_length"], t["optimizer"]) == (2, 140, "sgd_momentum")
+        assert (t["activation_checkpointing"], t["optimizer_impl"]) == ("full", "foreach")
+        assert ckpt["precision"]["compute"] == "fp32"
+    # round 10's shrinking rule on the real configs' values
+    kimi, mimo = cases.ROUND16_CONFIGS["kimi_k2"], cases.ROUND16_CONFIGS["mimo"]
+    # the keys round 10 kept for DeepSeek-V3, with the values where Kimi K2's published config differs
+    published = (
+        "model_type",
+        "n_group",
+        "routed_scaling_factor",
+        "max_position_embeddings",
+        "rope_theta",
+        "rope_scaling",
+    )
+    deepseek = cases.ROUND10_CONFIGS["deepseek_v3"]
+    assert set(kimi) == set(deepseek)
+    assert {k: v for k, v in kimi.items() if k not in published} == {
+        k: v for k, v in deepseek.items() if k not in published
+    }
+    assert (kimi["max_position_embeddings"], kimi["rope_theta"], kimi["rope_scaling"]["factor"]) == (
+        131072,
+        50000.0,
+        32.0,
+    )
+    assert (kimi["n_routed_experts"], kimi["num_experts_per_tok"], kimi["n_shared_experts"]) == (4, 2, 1)
+    assert (kimi["q_lora_rank"], kimi["kv_lora_rank"], kimi["v_head_dim"], kimi["qk_rope_head_dim"]) == (64, 64, 64, 32)
+    assert (kimi["n_group"], kimi["topk_group"], kimi["routed_scaling_factor"]) == (1, 1, 2.827)
+    assert (mimo["num_key_value_heads"], mimo["head_dim"], mimo["intermediate_size"]) == (2, 64, 704)
+    assert mimo["num_nextn_predict_layers"] == 1 and mimo["attention_bias"] is True
+    for family in ("nemotron_nas", "nemotron_nas_linear"):
+        cfg = cases.ROUND16_CONFIGS[family]
+        assert len(cfg["block_configs"]) == cfg["num_hidden_layers"] == 4
+        assert cfg["num_key_value_heads"] is None and cfg["intermediate_size"] is None
+        assert not cfg["block_configs"][0]["attention"]["no_op"]  # generate reads the cache length from layer 0
+    # no earlier case ran any of these model types
+    before = [w for w in cases.CASES if not w["name"].startswith("r16-")]
+    assert not {_text(w["model"]["hf_config"])["model_type"] for w in before} & set(types)
+
+
+def test_round16_measures_each_remote_code_family_with_its_stand_in_only():
+    pytest.importorskip("torch")
+    from benchmarks.accuracy.measure import REMOTE_CODE_STAND_INS, build_config, model_class
+
+    assert set(REMOTE_CODE_STAND_INS) == {"kimi_k2", "mimo", "nemotron-nas"}
+    classes = {}
+    for family, hf in cases.ROUND16_CONFIGS.items():
+        cfg = build_config(hf, "sdpa")
+        classes[family] = (cfg.model_type, getattr(model_class(cfg), "__name__", None))
+    assert classes["kimi_k2"] == ("deepseek_v3", "AutoModelForCausalLM")
+    assert classes["mimo"] == ("qwen2", "AutoModelForCausalLM")
+    assert classes["nemotron_nas"] == classes["nemotron_nas_linear"] == ("nemotron-nas", "DeciLMForCausalLM")
+    # every other type keeps its own class
+    assert build_config(cases.ROUND10_CONFIGS["deepseek_v3"], "sdpa").model_type == "deepseek_v3"
+    assert build_config(cases.QWEN2, "sdpa").model_type == "qwen2"
+
+
+def test_the_decilm_stand_in_builds_the_blocks_as_decilm_does():
+    torch = pytest.importorskip("torch")
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from benchmarks.accuracy.decilm import DeciLMForCausalLM, decilm_config, ffn_mult_to_intermediate_size
+
+    # DeciLM's width rule at Nemotron-Super's hidden size (its published widths) and at the round's 256
+    widths = [ffn_mult_to_intermediate_size(m, 8192) for m in (5.25, 2.625, 3.28125, 1.3125, 1.0, 0.5)]
+    assert widths == [28672, 14336, 17920, 7168, 5632, 2816]
+    assert [ffn_mult_to_intermediate_size(m, 256) for m in (2.625, 1.3125, 5.25, 3.28125)] == [512, 256, 1024, 768]
+
+    def build(hf):
+        fields = {k: v for k, v in hf.items() if k != "model_type"}
+        return DeciLMForCausalLM._from_config(decilm_config(fields), attn_implementation="sdpa")
+
+    shapes = {n: tuple(p.shape) for n, p in build(cases.ROUND16_CONFIGS["nemotron_nas_linear"]).named_parameters()}
+    layer = {
+        i: {n.split(".", 3)[3]: s for n, s in shapes.items() if n.startswith(f"model.layers.{i}.")} for i in range(4)
+    }
+    assert layer[0]["self_attn.k_proj.weight"] == (256, 256) and layer[0]["mlp.gate_proj.weight"] == (256, 256)
+    assert set(layer[1]) == {
+        "input_layernorm.weight",
+        "self_attn.linear_attn.weight",
+        "post_attention_layernorm.weight",
+        "mlp.gate_proj.weight",
+        "mlp.up_proj.weight",
+        "mlp.down_proj.weight",
+    }
+    assert layer[1]["self_attn.linear_attn.weight"] == (256, 256) and layer[1]["mlp.up_proj.weight"] == (512, 256)
+    assert layer[2]["self_attn.v_proj.weight"] == (128, 256) and layer[2]["mlp.linear_mlp.weight"] == (256, 256)
+    assert layer[3]["self_attn.k_proj.weight"] == (64, 256)
+    assert not any(k.startswith(("mlp.", "post_attention_layernorm")) for k in layer[3])  # no-op FFN: no norm either
+    nas = {n: tuple(p.shape) for n, p in build(cases.ROUND16_CONFIGS["nemotron_nas"]).named_parameters()}
+    assert not any(n.startswith(("model.layers.1.self_attn", "model.layers.1.input_layernorm")) for n in nas)
+    assert nas["model.layers.3.mlp.down_proj.weight"] == (256, 768)
+    # blocks that are all Llama attention + MLP: the stand-in computes what LlamaForCausalLM computes
+    block = cases.decilm_block({"n_heads_in_group": 2}, {"ffn_mult": 2.625})
+    hf = {**cases.ROUND16_NAS_BASE, "num_hidden_layers": 2, "block_configs": [block, block]}
+    ours = build(hf)
+    llama_fields = {k: v for k, v in hf.items() if k not in ("model_type", "block_configs")}
+    llama_fields |= {"num_key_value_heads": 2, "intermediate_size": 512}
+    llama = LlamaForCausalLM._from_config(LlamaConfig(**llama_fields), attn_implementation="sdpa")
+    assert sorted(llama.state_dict()) == sorted(ours.state_dict())
+    llama.load_state_dict(ours.state_dict())
+    ids = torch.randint(0, 2000, (2, 19))
+    assert torch.equal(ours(ids).logits, llama(ids).logits)
+    # what Llama modules cannot express is refused, not approximated
+    sliding = cases.decilm_block({"n_heads_in_group": 2, "window_length": 64}, {"ffn_mult": 1.0})
+    with pytest.raises(NotImplementedError):
+        build({**hf, "block_configs": [block, sliding]})
+
+
+def test_round16_measurements_are_of_the_stand_ins():
+    from benchmarks.accuracy.__main__ import RESULTS
+
+    recorded = json.loads(RESULTS.read_text())["cases"]
+    expected = {"kimi_k2": "DeepseekV3ForCausalLM", "mimo": "Qwen2ForCausalLM", "nemotron-nas": "DeciLMForCausalLM"}
+    for w in cases.ROUND16_CASES:
+        m = recorded[w["name"]]
+        model_type = w["model"]["hf_config"]["model_type"]
+        assert m["measured_peak_bytes"] > 0 and m["replay"]["unmatched_frees"] == 0, w["name"]
+        assert m["setup"]["end"] == m["weights_bytes"], w["name"]
+        assert m["baseline_bytes"] == m["known_live_at_window_start"]
+        assert m["versions"]["transformers"] == "5.24.0" and m["versions"]["torch"].startswith("2.13.0")
+        assert m["model_class"] == expected[model_type] and m["stand_in"]["for"] == model_type, w["name"]
+        assert m["attn_implementation"] == w["runtime"]["attention"]
+        if w["task"] == "training":
+            assert m["optimizer_impl"] == w["training"]["optimizer_impl"] == "foreach", w["name"]
+        else:
+            assert m["generated_tokens"] == 9
