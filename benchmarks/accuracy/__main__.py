@@ -26,6 +26,7 @@ from benchmarks.accuracy.cases import (
     ROUND6_CASES,
     ROUND9_CASES,
     ROUND15_CASES,
+    ROUND16_CASES,
     TUNING_CASES,
     case_by_id,
     case_ids,
@@ -179,7 +180,7 @@ def _summary(errs: list[float], inr: int, failures: int) -> str:
 
 SETS = (
     ("Tuning set", "the cases the engine was tuned against", TUNING_CASES),
-    # Rounds 6, 9 and 15 (the hold-out) have not been tuned on; rounds 1-5, 7, 8 and 10-14 were, after their
+    # Rounds 6, 9, 15 and 16 (the hold-out) have not been tuned on; rounds 1-5, 7, 8 and 10-14 were, after their
     # first comparison (HOLDOUT.md).
     ("Round-6 hold-out", "compared once before tuning; see HOLDOUT.md", ROUND6_CASES),
     ("Round-9 hold-out", "compared once before tuning; see HOLDOUT.md", ROUND9_CASES),
@@ -187,6 +188,11 @@ SETS = (
         "Round-15 hold-out",
         "round 14's families with vocabulary 3,001 and MLP widths x 1.5, three runs each; see HOLDOUT.md",
         ROUND15_CASES,
+    ),
+    (
+        "Round-16 hold-out",
+        "kimi_k2, mimo and nemotron-nas (remote code) through stand-ins of the same architecture; see HOLDOUT.md",
+        ROUND16_CASES,
     ),
 )
 
