@@ -12,6 +12,8 @@ mkdir -p var
 "$BIN/python" manage.py migrate --no-input
 "$BIN/python" manage.py loadcatalog --keep-edits  # never overwrites edits made in the admin
 "$BIN/python" manage.py createdemouser --base-url "http://$HOST:$PORT"
+# the CPU-only configuration this machine is (added when the catalog has none): the local worker's node matches it
+LOCAL_CONFIGURATION=$("$BIN/python" manage.py localconfiguration)
 
 # One local worker with an embedded beat (node heartbeats); stopped when the server stops.
 "$BIN/celery" -A vramplan worker --beat --concurrency 1 --loglevel INFO \
@@ -27,6 +29,7 @@ cat <<MSG
     OpenAPI     http://$HOST:$PORT/api/schema/
     Admin       http://$HOST:$PORT/admin/
     Worker log  var/worker.log  (Celery, pid $WORKER_PID)
+    This machine's configuration  $LOCAL_CONFIGURATION  (order it to run acceptance jobs on the local worker)
 
 MSG
 "$BIN/python" manage.py runserver "$HOST:$PORT" --noreload

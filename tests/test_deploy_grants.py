@@ -158,6 +158,7 @@ def deployed() -> Iterator[Deployment]:
         owner_url = server.url(owner, owner_password, database)
         _manage(owner_url, "migrate", "--no-input")
         _manage(owner_url, "loadcatalog")
+        _manage(owner_url, "localconfiguration")  # the CPU configuration this machine's worker matches
 
         granted = server.psql(database, GRANTS_SQL)
         assert granted.returncode == 0, f"{GRANTS_SQL} failed:\n{granted.stdout}\n{granted.stderr}"
@@ -286,7 +287,7 @@ def test_a_worker_logged_in_as_its_node_role_does_all_a_node_does(deployed: Depl
         "the node's registration", lambda: deployed.query_one("SELECT id, configuration_id FROM catalog_node "
                                                               "WHERE name = %s", node_worker.node_name)
     )  # fmt: skip
-    assert configuration_id is not None, "the host-probe node matches the catalog's CPU configuration"
+    assert configuration_id is not None, "the host-probe node matches this machine's CPU configuration"
 
     placed = _python(OWNER_SIDE, deployed.owner_url, node_worker.node_name)
     assert placed["status"] == "queued", placed["error"]

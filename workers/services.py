@@ -13,7 +13,7 @@ from catalog.choices import ConfigurationKind, ProbeKind
 from catalog.models import Configuration, Node
 from catalog.services import node_create, node_update
 from catalog.units import driver_branch
-from workers.probes.model import NodeInventory
+from workers.probes.model import HostInfo, NodeInventory
 
 # NVML reports binary capacity, vendors market decimal: H100 80GB → 85,520,809,984 B (6.9% above 80e9),
 # A100 80GB → 85,899,345,920 B (7.4% above). Measured against the larger of the two, both are within 7%.
@@ -33,14 +33,10 @@ def node_configuration_match(inventory: NodeInventory) -> Configuration | None:
     under 1% of that) within 7%, and on compute capability where both sides
     know it (exact facts, so A100 80GB and H100 80GB stay apart). When several remain, the driver
     branch (R550 for 550.54.15) may single one out. Otherwise None: staff assign it in the admin.
-    A host-probe node matches the CPU-only configuration when there is exactly one, or exactly one
-    for its CPU architecture.
+    A host-probe node matches the one CPU-only configuration that describes its host (``host_configuration_match``).
     """
     if inventory.probe == "host":
-        cpu = list(Configuration.objects.filter(kind=ConfigurationKind.CPU))
-        if len(cpu) > 1:
-            cpu = [c for c in cpu if c.host_cpu_architecture == inventory.host.architecture]
-        return cpu[0] if len(cpu) == 1 else None
+        return host_configuration_match(inventory.host)
 
     reported = inventory.smallest_device_memory_bytes
     if reported is None:
@@ -58,6 +54,18 @@ def node_configuration_match(inventory: NodeInventory) -> Configuration | None:
     branch = driver_branch(inventory.driver_version)
     if len(matches) > 1 and branch is not None:
         matches = [c for c in matches if driver_branch(c.driver_version) == branch]
+    return matches[0] if len(matches) == 1 else None
+
+
+def host_configuration_match(host: HostInfo) -> Configuration | None:
+    """The one CPU-only configuration this host is: the same CPU architecture, as many vCPUs (logical CPUs) and its
+    RAM within 7 % (what the kernel reports as MemTotal is a little below what a cloud sells). None when none or
+    several are: a 2-vCPU machine is not the catalog's 16-vCPU, 64 GiB configuration, and a job ordered on that
+    must not run here (``python manage.py localconfiguration`` adds one for this machine)."""
+    candidates = Configuration.objects.filter(
+        kind=ConfigurationKind.CPU, host_cpu_architecture=host.architecture, vcpus=host.logical_cpus
+    )
+    matches = [c for c in candidates if _memory_matches(host.ram_total_bytes, c.host_ram_bytes)]
     return matches[0] if len(matches) == 1 else None
 
 

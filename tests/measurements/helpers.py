@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import platform
 import uuid
 from typing import Any
 
@@ -36,7 +35,11 @@ TINY_CPU_WORKLOAD: dict[str, Any] = {
 
 
 def cpu_configuration() -> Configuration:
-    """The one CPU-only configuration a host-probe node on this machine matches."""
+    """The one CPU-only configuration a host-probe node on this machine matches: this machine's architecture, vCPUs
+    and RAM (``workers.services.host_configuration_match``)."""
+    from workers.probes.host import probe_host
+
+    host = probe_host()
     return Configuration.objects.create(
         slug="cpu-test",
         name="CPU only (test)",
@@ -44,9 +47,9 @@ def cpu_configuration() -> Configuration:
         accelerator=None,
         device_count=1,
         nvlink_domain_size=1,
-        host_cpu_architecture=platform.machine(),
-        vcpus=2,
-        host_ram_bytes=24 * 2**30,
+        host_cpu_architecture=host.architecture,
+        vcpus=host.logical_cpus,
+        host_ram_bytes=host.ram_total_bytes,
         disk_bytes=100 * 10**9,
         driver_version="",
     )

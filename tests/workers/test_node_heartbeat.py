@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import socket
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from catalog.choices import ConfigurationKind, CpuArchitecture, ProbeKind
-from catalog.models import Node
+from catalog.models import Configuration, Node
 from tests.factories import AcceleratorFactory, ArchitectureFactory, ConfigurationFactory
 from workers import agent, tasks
 from workers.services import node_configuration_match, node_heartbeat_record
@@ -19,10 +20,13 @@ from .inventories import H100_TOTAL_BYTES, RESERVED_BYTES, gpu, host_inventory, 
 pytestmark = pytest.mark.django_db
 
 
-def cpu_configuration(slug: str = "cpu", architecture: str = CpuArchitecture.X86_64):
+def cpu_configuration(
+    slug: str = "cpu", architecture: str = CpuArchitecture.X86_64, vcpus: int = 192, ram: int = 2 * 10**12
+):
+    """A CPU-only configuration; by default the host of ``host_inventory()`` (192 logical CPUs, 2 TB)."""
     return ConfigurationFactory(
         slug=slug, kind=ConfigurationKind.CPU, accelerator=None, device_count=1, nvlink_domain_size=1,
-        host_cpu_architecture=architecture, driver_version="",
+        host_cpu_architecture=architecture, driver_version="", vcpus=vcpus, host_ram_bytes=ram,
     )  # fmt: skip
 
 
@@ -130,6 +134,34 @@ def test_host_node_with_several_cpu_configurations_matches_by_architecture() -> 
     arm = cpu_configuration("cpu-arm", CpuArchitecture.AARCH64)
 
     assert node_heartbeat_record("arm-node", host_inventory("aarch64")).configuration == arm
+
+
+def test_a_host_node_is_not_counted_as_a_cpu_configuration_it_is_not() -> None:
+    # the issue's case: 2 vCPUs and 25 GB registered as the catalog's 16-vCPU, 64 GiB configuration
+    cpu_configuration("cpu-x86-16vcpu", vcpus=16, ram=64 * 2**30)
+    small = host_inventory()
+    small = replace(small, host=replace(small.host, logical_cpus=2, usable_cpus=2, ram_total_bytes=25 * 10**9))
+    assert node_heartbeat_record("small-node", small).configuration is None
+    # its own figures match: the vCPUs exactly, the RAM within 7 % (MemTotal is a little under what is sold)
+    own = cpu_configuration("cpu-x86-2vcpu", vcpus=2, ram=24 * 2**30)
+    assert node_configuration_match(small) == own
+    assert node_configuration_match(replace(small, host=replace(small.host, ram_total_bytes=20 * 10**9))) is None
+
+
+def test_localconfiguration_adds_the_configuration_this_machine_is_once(capsys) -> None:
+    from django.core.management import call_command
+
+    from workers.probes.host import probe_host
+
+    host = probe_host()
+    cpu_configuration("cpu-other", host.architecture, vcpus=host.logical_cpus + 14, ram=64 * 2**30)  # not this one
+    call_command("localconfiguration")
+    slug = capsys.readouterr().out.strip()
+    added = Configuration.objects.get(slug=slug)
+    assert (added.kind, added.vcpus, added.host_ram_bytes) == ("cpu", host.logical_cpus, host.ram_total_bytes)
+    assert node_heartbeat_record("this-machine", replace(host_inventory(), host=host)).configuration == added
+    call_command("localconfiguration")  # idempotent: the same one, found by the matching rule
+    assert capsys.readouterr().out.strip() == slug and Configuration.objects.filter(kind="cpu").count() == 2
 
 
 def test_a_bad_node_name_is_refused() -> None:
