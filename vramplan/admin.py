@@ -21,6 +21,9 @@ class VramplanAdminSite(admin.AdminSite):
     site_title = "vramplan admin"
     index_title = "Catalog, workloads, orders and measurements"
     login_form = LoginLimitedAdminAuthenticationForm  # failed sign-ins are limited (vramplan/login_limit.py)
+    # the app list stays on the index and in the breadcrumbs; beside a list it took 300 px a 1,400 px screen needs
+    # for the configurations and recommendations tables (tests/browser/test_first_hour.py)
+    enable_nav_sidebar = False
 
     def get_urls(self) -> list[URLResolver | URLPattern]:
         calibration = path("measurements/calibration/", self.admin_view(self.calibration), name="calibration")
