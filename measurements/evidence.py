@@ -90,11 +90,12 @@ def order_decide(order: Order, measurement: Measurement, document: MeasurementDo
         peaks["vllm_need"] = need
     node = measurement.node
     budget, unreadable = stored_budget(order.budget)
+    host_only = order.configuration.kind == "cpu" or (node is not None and node.device_count == 0)
     decision = acceptance.decide(
         outcome=document.outcome,
         peaks=peaks,
-        host_only=order.configuration.kind == "cpu" or (node is not None and node.device_count == 0),
-        usable_memory_bytes=node_usable_memory_bytes(node, order.configuration),
+        host_only=host_only,
+        usable_memory_bytes=_usable_memory_bytes(node, order, document, host_only),
         criteria=acceptance.Criteria(order.min_headroom_fraction, order.max_ms_per_output_token),
         ms_per_output_token=document.ms_per_output_token,
         budget=budget,
@@ -136,6 +137,17 @@ def order_decide(order: Order, measurement: Measurement, document: MeasurementDo
         locked.decided_at = timezone.now()
         locked.save(update_fields=["status", "decision", "decided_by", "decided_at", "updated_at"])
     order.status, order.decision = locked.status, record
+
+
+def _usable_memory_bytes(node: Node | None, order: Order, document: MeasurementDocument, host_only: bool) -> int | None:
+    """What the run is judged against: its node's reading, else, for a run without a GPU (an upload: no node), the RAM
+    of the machine it ran on as the run reports it (``conditions.host_ram_bytes``), not the catalog's figure for the
+    configuration; else the catalog's (``node_usable_memory_bytes``)."""
+    if node is None and host_only:
+        reported = (document.conditions or {}).get("host_ram_bytes")
+        if isinstance(reported, int) and not isinstance(reported, bool) and 0 < reported <= MAX_BYTES:
+            return reported
+    return node_usable_memory_bytes(node, order.configuration)
 
 
 def _upload_hardware_mismatch(order: Order, measurement: Measurement, document: MeasurementDocument) -> str | None:

@@ -241,3 +241,20 @@ def test_an_upload_from_other_hardware_is_kept_as_evidence_without_deciding(api,
                     format="json")  # fmt: skip
     assert same.status_code == 201
     assert api.get(f"/api/v1/orders/{order['id']}/").json()["status"] == "accepted"
+
+
+def test_an_upload_without_a_gpu_is_judged_against_the_ram_of_the_machine_it_ran_on(api, anon_api, order) -> None:
+    token = api.post(f"/api/v1/orders/{order['id']}/upload-token/").json()["token"]
+    url = f"/api/v1/orders/{order['id']}/measurements/"
+    peaks = {"host_rss_bytes": 3 * 2**30, "reasons": {}}
+    # 3 GiB of RSS on a machine with 2 GiB of RAM did not fit there, whatever the catalog says of the configuration
+    small = measurement_document(devices=[], peaks=peaks, conditions={"host_ram_bytes": 2 * 2**30})
+    response = anon_api.post(url, small, format="json", HTTP_AUTHORIZATION=f"Upload {token}")
+    assert response.status_code == 201, response.json()
+    decided = api.get(f"/api/v1/orders/{order['id']}/").json()
+    assert decided["status"] == "rejected" and decided["decision"]["usable_memory_bytes"] == 2 * 2**30
+    # a run that reports no RAM is judged against the configuration's figure, as before
+    unknown = measurement_document(devices=[], peaks=peaks)
+    anon_api.post(url, unknown, format="json", HTTP_AUTHORIZATION=f"Upload {token}")
+    decided = api.get(f"/api/v1/orders/{order['id']}/").json()
+    assert decided["status"] == "accepted" and decided["decision"]["usable_memory_bytes"] > 3 * 2**30

@@ -377,6 +377,8 @@ def _document(
     if timing is None and program_report and isinstance(program_report.get("timing"), dict):
         timing = program_report["timing"]
     conditions = {**dict(options.conditions), **(child.get("conditions") or {})}
+    # the RAM of the machine that ran it: what a run without a GPU is judged against (an upload has no node to ask)
+    conditions.setdefault("host_ram_bytes", psutil.virtual_memory().total)
     if ended_by == "timeout":
         conditions["time_limit_seconds"] = options.time_limit_s
     return {
