@@ -25,8 +25,8 @@ catalog, default top), ``configurations`` and ``accelerators`` (the catalog list
 and after (other work on the machine moves every figure), then per endpoint: req/s, p50 and p99 in ms,
 errors (socket errors and non-2xx/3xx answers), the ratio of its req/s to ping's (the mean of both ping
 runs), the CPU milliseconds gunicorn's workers spent per request (psutil; barely moved by other load: 2
-cores / CPU ms is the ceiling), and "within"/"OUTSIDE" for the targets: estimate >= 300 req/s with
-p99 < 100 ms, recommend >= 50 req/s with p99 < 300 ms. Then the SQL queries of one request per catalog
+cores / CPU ms is the ceiling), and "within"/"OUTSIDE" for the targets, each against ping in the same run:
+estimate >= 0.6 x ping's req/s with p99 < 150 ms, recommend >= 0.15 x ping's with p99 < 400 ms. Then the SQL queries of one request per catalog
 list (every row on one page) on the catalog as loaded and with every architecture, accelerator and
 configuration copied (twice the rows, rolled back after): "within" when the count does not grow.
 

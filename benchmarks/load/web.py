@@ -50,8 +50,10 @@ def endpoints(job_id: int) -> dict[str, Endpoint]:
     }
 
 
-#: (minimum req/s, p99 below, in ms) per endpoint with a target (issue 9, item 4).
-TARGETS = {"estimate": (300.0, 100.0), "recommend": (50.0, 300.0)}
+#: (least req/s as a share of ping's in the same run, p99 below, in ms) per endpoint with a target (issue 16): absolute
+#: rates move with the machine (ping ran 310-342 req/s on one machine, 776 on another), so each endpoint is judged
+#: against ping measured beside it
+TARGETS = {"estimate": (0.6, 150.0), "recommend": (0.15, 400.0)}
 
 
 def free_port() -> int:
@@ -212,9 +214,9 @@ def run_http(args: Any) -> dict[str, Any]:
         r["ratio"] = r["rps"] / ping_rps if ping_rps else 0.0
         target = TARGETS.get(r["endpoint"])
         if target is not None:
-            min_rps, max_p99 = target
-            r["target"] = f">= {min_rps:.0f} req/s, p99 < {max_p99:.0f} ms"
-            r["within"] = r["rps"] >= min_rps and r["p99_ms"] < max_p99 and r["errors"] == 0
+            min_ratio, max_p99 = target
+            r["target"] = f">= {min_ratio:g} x ping, p99 < {max_p99:.0f} ms"
+            r["within"] = r["ratio"] >= min_ratio and r["p99_ms"] < max_p99 and r["errors"] == 0
         results["endpoints"].append(r)
     if len(runs) > 1:
         results["endpoints"].insert(0, {**runs[0], "ratio": runs[0]["rps"] / ping_rps})
