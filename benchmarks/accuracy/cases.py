@@ -1801,6 +1801,16 @@ def round9_cases() -> list[dict]:
 # training with AdamW (foreach, stated so that torch's device default cannot change it), bf16, SDPA, no
 # checkpointing, 2 x 256. Eager where transformers 5.24 has no SDPA for the family (gpt_oss). Measured and
 # compared once before any tuning (HOLDOUT.md, "Round 10").
+# Llama 3.1's rope scaling (meta-llama/Llama-3.1-8B config.json), shared by the configs derived from it (round 10's
+# llama-family entries, round 16's Nemotron-NAS built on Llama-3.3-Nemotron-Super-49B)
+LLAMA31_ROPE_SCALING = {
+    "factor": 8.0,
+    "high_freq_factor": 4.0,
+    "low_freq_factor": 1.0,
+    "original_max_position_embeddings": 8192,
+    "rope_type": "llama3",
+}
+
 
 ROUND10_IDS = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
 # the shrink rule's GQA attention (2 layers, hidden 256, 4 query heads of 64, 2 KV heads)
@@ -2442,13 +2452,7 @@ ROUND10_CONFIGS: dict[str, dict] = {
         "hidden_act": "silu",
         "max_position_embeddings": 131072,
         "rms_norm_eps": 1e-05,
-        "rope_scaling": {
-            "factor": 8.0,
-            "high_freq_factor": 4.0,
-            "low_freq_factor": 1.0,
-            "original_max_position_embeddings": 8192,
-            "rope_type": "llama3",
-        },
+        "rope_scaling": dict(LLAMA31_ROPE_SCALING),
         "rope_theta": 500000.0,
         "tie_word_embeddings": False,
         "vocab_size": 2000,
@@ -3034,13 +3038,7 @@ ROUND16_NAS_BASE = {
     "mlp_bias": False,
     "pretraining_tp": 1,
     "rms_norm_eps": 1e-05,
-    "rope_scaling": {
-        "factor": 8.0,
-        "high_freq_factor": 4.0,
-        "low_freq_factor": 1.0,
-        "original_max_position_embeddings": 8192,
-        "rope_type": "llama3",
-    },
+    "rope_scaling": dict(LLAMA31_ROPE_SCALING),
     "rope_theta": 500000.0,
     "tie_word_embeddings": False,
     "vocab_size": 2000,

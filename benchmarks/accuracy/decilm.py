@@ -121,26 +121,18 @@ def check_block(block: dict[str, Any], index: int, config: DeciLMConfig) -> None
         raise ValueError(f"block {index}: ffn without ffn_mult")
 
 
-class DeciLMLinearAttention(nn.Module):
-    """`replace_with_linear` attention: one bias-free hidden x hidden Linear."""
+class DeciLMLinear(nn.Module):
+    """A `replace_with_linear` block: one bias-free hidden x hidden Linear, under the name the checkpoint gives it
+    (`linear_attn` for attention, `linear_mlp` for the FFN)."""
 
-    def __init__(self, config: DeciLMConfig):
+    def __init__(self, config: DeciLMConfig, name: str):
         super().__init__()
-        self.linear_attn = nn.Linear(config.hidden_size, config.hidden_size, bias=False)
+        self.weight_name = name
+        setattr(self, name, nn.Linear(config.hidden_size, config.hidden_size, bias=False))
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.linear_attn(hidden_states)
-
-
-class DeciLMLinearMLP(nn.Module):
-    """`replace_with_linear` FFN: one bias-free hidden x hidden Linear."""
-
-    def __init__(self, config: DeciLMConfig):
-        super().__init__()
-        self.linear_mlp = nn.Linear(config.hidden_size, config.hidden_size, bias=False)
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.linear_mlp(hidden_states)
+        linear: nn.Module = getattr(self, self.weight_name)
+        return linear(hidden_states)
 
 
 class DeciLMDecoderLayer(GradientCheckpointingLayer):
@@ -159,7 +151,7 @@ class DeciLMDecoderLayer(GradientCheckpointingLayer):
         if self.attention_kind != "no_op":
             self.input_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         if self.attention_kind == "linear":
-            self.self_attn: nn.Module = DeciLMLinearAttention(config)
+            self.self_attn: nn.Module = DeciLMLinear(config, "linear_attn")
         elif self.attention_kind == "attention":
             # LlamaAttention reads its widths from the config when built: a copy with this block's KV heads; then it
             # keeps the model's config, whose `_attn_implementation` it reads at every call
@@ -170,7 +162,7 @@ class DeciLMDecoderLayer(GradientCheckpointingLayer):
         if self.ffn_kind != "no_op":
             self.post_attention_layernorm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         if self.ffn_kind == "linear":
-            self.mlp: nn.Module = DeciLMLinearMLP(config)
+            self.mlp: nn.Module = DeciLMLinear(config, "linear_mlp")
         elif self.ffn_kind == "mlp":
             own = copy.copy(config)
             own.intermediate_size = ffn_mult_to_intermediate_size(ffn["ffn_mult"], config.hidden_size)

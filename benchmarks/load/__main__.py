@@ -26,9 +26,9 @@ and after (other work on the machine moves every figure), then per endpoint: req
 errors (socket errors and non-2xx/3xx answers), the ratio of its req/s to ping's (the mean of both ping
 runs), the CPU milliseconds gunicorn's workers spent per request (psutil; barely moved by other load: 2
 cores / CPU ms is the ceiling), and "within"/"OUTSIDE" for the targets, each against ping in the same run:
-estimate >= 0.6 x ping's req/s with p99 < 150 ms, recommend >= 0.15 x ping's with p99 < 400 ms. Then the SQL queries of one request per catalog
-list (every row on one page) on the catalog as loaded and with every architecture, accelerator and
-configuration copied (twice the rows, rolled back after): "within" when the count does not grow.
+estimate >= 0.6 x ping's req/s with p99 < 150 ms, recommend >= 0.15 x ping's with p99 < 400 ms. Then the SQL
+queries of one request per catalog list (every row on one page) on the catalog as loaded and with every architecture,
+accelerator and configuration copied (twice the rows, rolled back after): "within" when the count does not grow.
 
 Jobs part (``benchmarks.load.jobs``). ``--jobs`` tiny CPU acceptance jobs (one order each) drained by
 ``--job-workers`` real Celery workers, each on its own node; prints jobs/s (finished jobs over the time from
