@@ -637,6 +637,7 @@ def test_round16_runs_the_families_round10_could_not_build_on_new_shapes():
 
 def test_round16_measures_each_remote_code_family_with_its_stand_in_only():
     pytest.importorskip("torch")
+    pytest.importorskip("transformers")  # the bench extra
     from benchmarks.accuracy.measure import REMOTE_CODE_STAND_INS, build_config, model_class
 
     assert set(REMOTE_CODE_STAND_INS) == {"kimi_k2", "mimo", "nemotron-nas"}
@@ -654,6 +655,7 @@ def test_round16_measures_each_remote_code_family_with_its_stand_in_only():
 
 def test_the_decilm_stand_in_builds_the_blocks_as_decilm_does():
     torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")  # the bench extra
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from benchmarks.accuracy.decilm import DeciLMForCausalLM, decilm_config, ffn_mult_to_intermediate_size
