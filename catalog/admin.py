@@ -260,10 +260,7 @@ class ConfigurationAdmin(CatalogAdmin):
 
     @admin.display(description="per device (usable)", ordering="per_device_memory_bytes")
     def memory(self, obj: Configuration) -> str:
-        usable = obj.usable_memory
-        return (
-            f"{_memory(getattr(obj, 'per_device_memory_bytes', None))} (usable {_memory(usable.bytes)}, {usable.basis})"
-        )
+        return f"{_memory(getattr(obj, 'per_device_memory_bytes', None))}; usable {_usable(obj.usable_memory)}"
 
     @admin.display(description="NVLink domain", ordering="nvlink_domain_size")
     def nvlink(self, obj: Configuration) -> int:

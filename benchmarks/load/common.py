@@ -75,12 +75,13 @@ _prepared: set[str] = set()
 
 
 def prepare_database(url: str, broker_url: str | None) -> None:
-    """Create, migrate and load the catalog into ``url`` (once per run; both are idempotent)."""
+    """Create, migrate and load the catalog into ``url``, with the CPU configuration this machine is (its workers'
+    host-probe nodes match it: ``localconfiguration``); once per run, every step idempotent."""
     if url in _prepared:
         return
     ensure_database(url)
     env = django_env(url, broker_url)
-    for command in (["migrate", "--no-input"], ["loadcatalog"]):
+    for command in (["migrate", "--no-input"], ["loadcatalog"], ["localconfiguration"]):
         run([sys.executable, "manage.py", *command], env=env, timeout=300)
     _prepared.add(url)
 

@@ -3,22 +3,21 @@
     python -m benchmarks.load.jobs COUNT WORKERS TIMEOUT_S [tiny|synthetic]   # run by benchmarks.load, in the
                                                                                 # jobs database's environment
 
-Each worker is a real ``celery -A vramplan worker`` (solo pool, one job at a time, the production queues:
-``celery`` and its node's own queue) on a node of its own (``VRAMPLAN_NODE_NAME=loadbench-<run>-<i>``); the
-first also runs beat (heartbeat dispatch and the reaper). The host probe matches each node to the catalog's
-CPU configuration. Each job is one order of the smallest synthetic workload (one layer, 17,504 parameters) on
-that configuration. ``tiny`` (the default): the job runs the staff program ``loadbench-tiny``
-(``django_side.TINY_PROGRAM``: a Python one-liner that holds 16 MiB for 0.25 s, no torch), registered in this
-database and allowed on that configuration; ``synthetic``: the built-in synthetic workload (its child imports
-torch and runs the model, about 3.5 s of CPU). Either way the worker runs a real child under the real sampler
-and stores the real measurement document. The orders are placed with ``order_create`` and moved to
-``acceptance_pending``, the job rows created as ``acceptance_job_start`` creates them (with its program
-checks: enabled, allowed on the configuration, its argv filled from the workload), and one
-``acceptance_jobs_dispatch`` hands the first ones to the nodes; from then on each finished job dispatches the
-next (the product's own path). Prints one
-JSON line: jobs/s, the final states, lost (not final, or succeeded without a measurement), duplicated (more
-than one measurement for a job, or for an order of one job), orders whose decision is not their job's
-measurement, attempts beyond the first, jobs per node, and the program the jobs ran.
+Each worker is a real ``celery -A vramplan worker`` (solo pool, one job at a time, the production queues: ``celery``
+and its node's own queue) on a node of its own (``VRAMPLAN_NODE_NAME=loadbench-<run>-<i>``); the first also runs beat
+(heartbeat dispatch and the reaper). The host probe matches each node to the CPU configuration this machine is
+(``manage.py localconfiguration`` adds it with the catalog). Each job is one order of the smallest synthetic workload
+(one layer, 17,504 parameters) on that configuration. ``tiny`` (the default): the job runs the staff program
+``loadbench-tiny`` (``django_side.TINY_PROGRAM``: a Python one-liner that holds 16 MiB for 0.25 s, no torch),
+registered in this database and allowed on that configuration; ``synthetic``: the built-in synthetic workload (its
+child imports torch and runs the model, about 3.5 s of CPU). Either way the worker runs a real child under the real
+sampler and stores the real measurement document. The orders are placed with ``order_create`` and moved to
+``acceptance_pending``, the job rows created as ``acceptance_job_start`` creates them (with its program checks:
+enabled, allowed on the configuration, its argv filled from the workload), and one ``acceptance_jobs_dispatch`` hands
+the first ones to the nodes; from then on each finished job dispatches the next (the product's own path). Prints one
+JSON line: jobs/s, the final states, lost (not final, or succeeded without a measurement), duplicated (more than one
+measurement for a job, or for an order of one job), orders whose decision is not their job's measurement, attempts
+beyond the first, jobs per node, and the program the jobs ran.
 """
 
 from __future__ import annotations
@@ -162,7 +161,7 @@ def run(count: int, workers: int, timeout_s: float, program: str = "tiny") -> di
             wait_until(registered, 120, f"{workers} workers to register their nodes")
             configurations = set(Node.objects.filter(name__in=names).values_list("configuration", flat=True))
             if len(configurations) != 1 or None in configurations:
-                raise SystemExit(f"the nodes matched {configurations}, not one CPU configuration of the catalog")
+                raise SystemExit(f"the nodes matched {configurations}, not this machine's CPU configuration")
             configuration = Node.objects.filter(name__in=names).first().configuration
             ids = create_jobs(user, configuration, count, program)
             started = time.monotonic()
