@@ -393,6 +393,14 @@ def _spec_assumptions(spec: ModelSpec, device: str, scans_in_torch: bool) -> tup
             f"multimodal towers in the weights: {spec.towers}; their activations over image or audio tokens are not"
             " counted (text requests only)"
         )
+    if spec.draft_layers:
+        out.append(
+            f"the checkpoint's {spec.draft_layers} multi-token-prediction layer(s) (num_nextn_predict_layers) are not"
+            " counted: transformers' own classes do not build them and vLLM's main model skips their weights"
+            " (vllm model_executor/models deepseek_v2.py, glm4_moe.py, mimo.py load_weights); a model run through"
+            " remote code that builds them (MiMo's MiMoModel) holds their weights beyond this budget, and the"
+            " checkpoint on disk is larger by them"
+        )
     return tuple(out)
 
 

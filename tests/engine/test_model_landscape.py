@@ -360,3 +360,14 @@ def test_the_architecture_comes_from_the_catalogs_compute_capability_not_the_nam
     assert "FlashInfer" in b200.per_device.component("weights").note
     assert "Marlin" in h100.per_device.component("weights").note
     assert b200.per_device.component("weights").bytes > h100.per_device.component("weights").bytes
+
+
+@pytest.mark.parametrize(("record_id", "layers"), [("mimo-7b-base", 1), ("deepseek-v3", 1), ("kimi-k2-instruct", 0)])
+def test_the_budget_names_the_mtp_layers_it_does_not_count(record_id: str, layers: int) -> None:
+    config = RECORDS[record_id]["config"]
+    budget = estimate(Workload.model_validate({"task": "inference", "model": {"hf_config": config}}))
+    named = [a for a in budget.assumptions if "multi-token-prediction" in a]
+    assert len(named) == (1 if layers else 0)
+    if layers:
+        assert f"the checkpoint's {layers} multi-token-prediction layer(s)" in named[0]
+        assert "vLLM's main model skips their weights" in named[0]

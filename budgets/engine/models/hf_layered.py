@@ -770,7 +770,8 @@ def build_layered(cfg: Mapping[str, Any], model_type: str, reported_type: str) -
     final = sum(g.elements for g in top.items if g.name == "model.norm")
     extra = sum(g.elements for g in top.items) - embedding - lm_head - final  # PLE projection and its norm
     spec = _spec(r, d, rules, runs, groups, reported_type, tied)
-    return replace(spec, top_params=(embedding, lm_head, final), extra_params=extra)
+    draft = r.integer("num_nextn_predict_layers", 0, lo=0, hi=MAX_LAYERS)
+    return replace(spec, top_params=(embedding, lm_head, final), extra_params=extra, draft_layers=draft)
 
 
 def _spec(

@@ -85,6 +85,10 @@ class ModelSpec:
     tower_params: int = 0  # vision/audio towers and their projector (multimodal checkpoints)
     towers: str = ""  # what `tower_params` counts, in words
     extra_params: int = 0  # parameters outside the decoder layers the flat formula does not know (e.g. router biases)
+    # layers the checkpoint carries for multi-token prediction (`num_nextn_predict_layers`: DeepSeek-V3, GLM-4.5, MiMo):
+    # transformers' own classes do not build them and vLLM's main model skips their weights, so nothing counts them;
+    # the budget says so (a model run through its remote code that builds them, MiMo's, holds more)
+    draft_layers: int = 0
     # the checkpoint's tensors by kind (layered models): what quantization configs price; not part of identity
     weight_groups: tuple[WeightGroup, ...] = field(default=(), compare=False, hash=False, repr=False)
     layer_model: str = ""  # how the layers were read ("generic" for a model_type the adapter has no rules for)
