@@ -405,64 +405,20 @@ def _spec_assumptions(spec: ModelSpec, device: str, scans_in_torch: bool) -> tup
 
 
 def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, ...]:
+    p = w.precision
     out = [
         "GB = 1e9 B, GiB = 2^30 B; every byte count is an integer number of bytes",
         f"model: {w.spec.model_type}, {total_params:,} parameters (tied embeddings counted once)",
         *_model_assumptions(w),
-        f"precision: weights {w.precision.weights}, compute {w.precision.compute}, KV {w.precision.kv_cache}",
+        f"precision: weights {p.weights}, compute {p.compute}, KV {p.kv_cache}",
         "peak = the largest phase (components alive together), not the sum of component peaks",
+        *_runtime_assumptions(w.runtime.device, w.runtime.attention, p.compute),
     ]
-    if w.runtime.device == "cpu":
-        out.append(
-            "device cpu: the exact framework tensor peak on the host (PyTorch profiler view);"
-            " no runtime, fragmentation or CUDA workspaces"
-        )
-    else:
-        out.append(
-            "device cuda: the device-level (NVML) peak: tensors + caching-allocator overhead"
-            " + CUDA context + library workspaces"
-        )
-    out.append(f"attention implementation: {w.runtime.attention}")
-    if w.runtime.attention == "eager" and (w.precision.compute or "bf16") in ("bf16", "fp16"):
-        copy = w.runtime.device != "cuda" or w.precision.compute != "fp16"
-        out.append(
-            "eager attention: softmax(dtype=float32) over half-precision scores"
-            + (
-                " makes an fp32 copy of them first (10 B per score element at that instant)"
-                if copy
-                else " reads fp16 directly on CUDA (half_to_float, no copy)"
-            )
-        )
     if w.task == "training" and w.training is not None:
-        p = w.precision
-        conv = (
-            "16 B/param ZeRO convention (fp16/bf16 gradients)"
-            if p.gradients in ("fp16", "bf16") and p.master_weights
-            else (
-                "18 B/param DeepSpeed/Megatron convention (fp32 gradients)"
-                if p.gradients == "fp32" and p.master_weights
-                else "pure-precision training (states in the parameter dtype)"
-            )
+        t = w.training
+        out.extend(
+            _training_assumptions(p.gradients, bool(p.master_weights), t.optimizer, t.optimizer_impl, w.runtime.device)
         )
-        out.append(f"model states: {conv}; optimizer {w.training.optimizer}")
-        device = w.runtime.device
-        impl = w.training.optimizer_impl or tr.default_optimizer_impl(device)
-        step_buffer = (
-            {
-                "foreach": "the foreach step allocates a parameter-sized buffer",
-                "fused": "the fused step allocates no parameter-sized buffer",
-                "for_loop": "the for-loop step allocates buffers the size of the largest parameter",
-            }[impl]
-            if w.training.optimizer == "adamw"
-            else f"the {w.training.optimizer} step runs {impl}"
-        )
-        if w.training.optimizer_impl is None:
-            step_buffer += (
-                f" (training.optimizer_impl not given: torch's default for device {device}, `foreach` only when"
-                " every parameter is on cuda (torch 2.13 optimizer.py `_default_to_fused_or_foreach`); the range"
-                " covers foreach, fused and for_loop)"
-            )
-        out.append(f"gradients are freed by zero_grad(set_to_none=True) between steps; {step_buffer}")
         out.append(dropout_assumption(w))
         if w.parallelism.pipeline > 1:
             out.append(f"pipeline 1F1B: the {stage_name} stage is the busiest")
@@ -474,3 +430,66 @@ def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, 
     if w.parallelism.tensor > w.spec.num_kv_heads:
         out.append("tensor degree exceeds KV heads: KV heads replicated on each device")
     return tuple(out)
+
+
+@lru_cache(maxsize=64)
+def _runtime_assumptions(device: str, attention: str, compute: str | None) -> tuple[str, ...]:
+    """The lines that follow from the device, the attention implementation and the compute dtype alone."""
+    if device == "cpu":
+        out = [
+            "device cpu: the exact framework tensor peak on the host (PyTorch profiler view);"
+            " no runtime, fragmentation or CUDA workspaces"
+        ]
+    else:
+        out = [
+            "device cuda: the device-level (NVML) peak: tensors + caching-allocator overhead"
+            " + CUDA context + library workspaces"
+        ]
+    out.append(f"attention implementation: {attention}")
+    if attention == "eager" and (compute or "bf16") in ("bf16", "fp16"):
+        copy = device != "cuda" or compute != "fp16"
+        out.append(
+            "eager attention: softmax(dtype=float32) over half-precision scores"
+            + (
+                " makes an fp32 copy of them first (10 B per score element at that instant)"
+                if copy
+                else " reads fp16 directly on CUDA (half_to_float, no copy)"
+            )
+        )
+    return tuple(out)
+
+
+@lru_cache(maxsize=256)
+def _training_assumptions(
+    gradients: str | None, master_weights: bool, optimizer: str, optimizer_impl: str | None, device: str
+) -> tuple[str, ...]:
+    """The model-state convention and the optimizer step's buffers, from the training settings alone."""
+    conv = (
+        "16 B/param ZeRO convention (fp16/bf16 gradients)"
+        if gradients in ("fp16", "bf16") and master_weights
+        else (
+            "18 B/param DeepSpeed/Megatron convention (fp32 gradients)"
+            if gradients == "fp32" and master_weights
+            else "pure-precision training (states in the parameter dtype)"
+        )
+    )
+    impl = optimizer_impl or tr.default_optimizer_impl(device)
+    step_buffer = (
+        {
+            "foreach": "the foreach step allocates a parameter-sized buffer",
+            "fused": "the fused step allocates no parameter-sized buffer",
+            "for_loop": "the for-loop step allocates buffers the size of the largest parameter",
+        }[impl]
+        if optimizer == "adamw"
+        else f"the {optimizer} step runs {impl}"
+    )
+    if optimizer_impl is None:
+        step_buffer += (
+            f" (training.optimizer_impl not given: torch's default for device {device}, `foreach` only when"
+            " every parameter is on cuda (torch 2.13 optimizer.py `_default_to_fused_or_foreach`); the range"
+            " covers foreach, fused and for_loop)"
+        )
+    return (
+        f"model states: {conv}; optimizer {optimizer}",
+        f"gradients are freed by zero_grad(set_to_none=True) between steps; {step_buffer}",
+    )
