@@ -27,6 +27,7 @@ import sys
 import django
 
 USERNAME = "loadbench"
+OTHER_USERNAME = "loadbench-other"  # another account, whose requests the benchmark user's slow ones must not hold
 LISTS = {
     "architectures": "/api/v1/architectures/?limit=500",
     "accelerators": "/api/v1/accelerators/?limit=500",
@@ -140,11 +141,11 @@ def setup() -> None:
     django.setup()
 
 
-def benchmark_user():
+def benchmark_user(username: str = USERNAME):
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
-    user, _ = get_user_model().objects.get_or_create(username=USERNAME)
+    user, _ = get_user_model().objects.get_or_create(username=username)
     token, _ = Token.objects.get_or_create(user=user)
     return user, token.key
 
@@ -180,8 +181,9 @@ def fixture() -> dict[str, object]:
         order = services.order_create(owner=user, workload=workload, configuration=configuration)
         job = services.acceptance_job_start(order)
     measured = measured_orders(user)
+    _, other_token = benchmark_user(OTHER_USERNAME)
     return {"username": user.username, "token": token, "job_id": job.pk, "job_status": job.status,
-            "measurements": measured}  # fmt: skip
+            "measurements": measured, "other_token": other_token}  # fmt: skip
 
 
 def _double_catalog() -> None:

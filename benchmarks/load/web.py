@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from .common import ROOT, django_env, django_json, prepare_database, stop, wait_
 
 WRK_SCRIPT = Path(__file__).with_name("wrk.lua")
 ESTIMATE_BODY = ROOT / "fixtures" / "workloads" / "vllm-llama-3.1-8b-chat.json"
+# the slowest recommendation of the example workloads: 70B training over the whole catalog, every plan searched
+TRAINING_BODY = ROOT / "fixtures" / "workloads" / "train-llama-3.1-70b-tp4-pp4.json"
 MS = 1000.0
 
 
@@ -116,27 +119,43 @@ def server_cpu_s(server: Server) -> float:
     return total
 
 
-def run_wrk(server: Server, endpoint: Endpoint, token: str, *, duration_s: float, connections: int,
-            threads: int, folder: Path) -> dict[str, Any]:  # fmt: skip
-    """One bounded wrk run (``duration_s`` seconds, ``connections`` open connections); its summary, with the
-    CPU time gunicorn's workers spent per request (what the machine's other load does not change much)."""
-    out = folder / f"wrk-{endpoint.name}.json"
+def start_wrk(server: Server, endpoint: Endpoint, token: str, *, duration_s: float, connections: int,
+              threads: int, folder: Path, tag: str = "") -> tuple[subprocess.Popen[str], Path]:  # fmt: skip
+    """A wrk run started in the background (``duration_s`` seconds, ``connections`` open connections); its process
+    and the file its summary goes to (``finish_wrk``)."""
+    name = f"{endpoint.name}{tag}"
+    out = folder / f"wrk-{name}.json"
     out.unlink(missing_ok=True)
     env = {"BENCH_METHOD": endpoint.method, "BENCH_TOKEN": token, "BENCH_OUT": str(out), "BENCH_BODY": "",
            "PATH": "/usr/bin:/bin"}  # fmt: skip
     if endpoint.body is not None:
-        body = folder / f"body-{endpoint.name}.json"
+        body = folder / f"body-{name}.json"
         body.write_text(endpoint.body)
         env["BENCH_BODY"] = str(body)
     seconds = max(1, round(duration_s))
     argv = [wrk_binary(), f"-t{min(threads, connections)}", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s",
             "-s", str(WRK_SCRIPT), server.base_url + endpoint.path]  # fmt: skip
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return process, out
+
+
+def finish_wrk(process: subprocess.Popen[str], out: Path, timeout_s: float) -> dict[str, Any]:
+    """The JSON summary of a wrk run started by ``start_wrk``, once it ends."""
+    stdout, stderr = process.communicate(timeout=timeout_s)
+    if process.returncode != 0 or not out.exists():
+        raise SystemExit(f"wrk failed ({process.returncode}):\n{stdout}\n{stderr}")
+    return dict(json.loads(out.read_text()))
+
+
+def run_wrk(server: Server, endpoint: Endpoint, token: str, *, duration_s: float, connections: int,
+            threads: int, folder: Path) -> dict[str, Any]:  # fmt: skip
+    """One bounded wrk run (``duration_s`` seconds, ``connections`` open connections); its summary, with the
+    CPU time gunicorn's workers spent per request (what the machine's other load does not change much)."""
     cpu_before = server_cpu_s(server)
-    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=seconds + 60, check=False)
+    process, out = start_wrk(server, endpoint, token, duration_s=duration_s, connections=connections,
+                             threads=threads, folder=folder)  # fmt: skip
+    raw = finish_wrk(process, out, max(1, round(duration_s)) + 60)
     cpu_s = server_cpu_s(server) - cpu_before
-    if result.returncode != 0 or not out.exists():
-        raise SystemExit(f"wrk failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-    raw = json.loads(out.read_text())
     seconds_run = raw["duration_us"] / 1e6
     latency = raw["latency_us"]
     return {
@@ -159,6 +178,50 @@ def wrk_binary() -> str:
     if path is None:
         raise SystemExit("wrk is not installed: apt-get install wrk (Debian package wrk)")
     return path
+
+
+def run_held(args: Any, env: dict[str, str], token: str, other_token: str, folder: Path) -> dict[str, Any]:
+    """Another account's requests beside the benchmark user's slow ones (issue 16: "a slow training recommendation never
+    holds other users' requests"). A gunicorn of its own keeps the product's per-account limit on recommendations
+    (``VRAMPLAN_RECOMMENDATIONS_PER_ACCOUNT=1``, the default, which the other runs lift); the benchmark user sends the
+    slowest example recommendation (70B training, every plan searched) on every connection, while the other account's
+    ping is measured, once alone and once beside them. Within when the other account's p99 beside them stays below
+    the time of one of those recommendations: no request of its waited behind one."""
+    folder.mkdir()
+    server = start_gunicorn({**env, "VRAMPLAN_RECOMMENDATIONS_PER_ACCOUNT": "1"}, args.gunicorn_workers,
+                            args.gunicorn_threads, folder)  # fmt: skip
+    ping = Endpoint("ping", "GET", "/bench/ping")
+    training = Endpoint("training-recommend", "POST", "/api/v1/recommend", TRAINING_BODY.read_text())
+    options = {"duration_s": args.duration, "connections": args.connections, "threads": args.wrk_threads,
+               "folder": folder}  # fmt: skip
+    try:
+        wait_until(lambda: request(server, ping, other_token, timeout_s=2) == 200, 60, "the held run's gunicorn")
+        for _ in range(2 * args.gunicorn_workers * args.gunicorn_threads):  # warm every worker
+            request(server, ping, other_token)
+        timings = []
+        for _ in range(3):
+            started = time.monotonic()
+            if request(server, training, token) != 200:
+                raise SystemExit(f"{training.label()} failed before the held run:\n{server.log()}")
+            timings.append(time.monotonic() - started)
+        one_s = sorted(timings)[1]
+        alone = run_wrk(server, ping, other_token, **options)
+        flood, flood_out = start_wrk(server, training, token, duration_s=args.duration + 2,
+                                     connections=args.connections, threads=args.wrk_threads, folder=folder,
+                                     tag="-flood")  # fmt: skip
+        time.sleep(1.0)  # every flood connection has sent its first request
+        beside = run_wrk(server, ping, other_token, **options)
+        flood_raw = finish_wrk(flood, flood_out, args.duration + 70)
+    finally:
+        stop(server.process)
+    return {
+        "training_recommendation_ms": one_s * MS,
+        "alone": alone,
+        "beside": beside,
+        "flood_requests": flood_raw["requests"],
+        "flood_refused": flood_raw["errors"]["status"],  # 429s: one at a time per account
+        "within": beside["errors"] == 0 and beside["p99_ms"] < one_s * MS,
+    }
 
 
 def run_http(args: Any) -> dict[str, Any]:
@@ -205,6 +268,7 @@ def run_http(args: Any) -> dict[str, Any]:
                 runs.append(run_wrk(server, ping, token, **options))
         finally:
             stop(server.process)
+        results["held"] = run_held(args, env, token, str(fixture["other_token"]), folder / "held")
     results["load_average_after"] = os.getloadavg()
     ceiling = [r["rps"] for r in runs if r["endpoint"] == "ping"]
     ping_rps = sum(ceiling) / len(ceiling)
@@ -240,6 +304,16 @@ def print_http(results: dict[str, Any]) -> None:
         cpu = f"{r['cpu_ms_per_request']:.2f}" if r["cpu_ms_per_request"] is not None else "—"
         print(f"{r['endpoint']:<16}{r['request']:<42}{r['rps']:>9.1f}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}"
               f"{r['errors']:>8}{r['ratio']:>7.2f}{cpu:>8}  {verdict}")  # fmt: skip
+    held = results.get("held")
+    if held:
+        alone, beside = held["alone"], held["beside"]
+        verdict = "within" if held["within"] else "OUTSIDE"
+        print(f"Another account beside the benchmark user's training recommendations "
+              f"({held['training_recommendation_ms']:.0f} ms each; {held['flood_requests']} sent on "
+              f"{results['wrk']['connections']} connections, {held['flood_refused']} answered 429, one at a time per "
+              f"account): its ping alone {alone['rps']:.1f} req/s, p99 {alone['p99_ms']:.1f} ms; beside them "
+              f"{beside['rps']:.1f} req/s, p99 {beside['p99_ms']:.1f} ms, max {beside['max_ms']:.1f} ms, "
+              f"{beside['errors']} errors: {verdict} (p99 below one training recommendation: never held)")  # fmt: skip
     c = results.get("calibration")
     if c:
         print(f"Calibration of the benchmark user's recommendations ({c['measurements']} measurements, "

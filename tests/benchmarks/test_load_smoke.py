@@ -76,6 +76,12 @@ def test_the_load_benchmark_runs_small_and_reports_no_errors(transactional_db, t
                             output, re.M)  # fmt: skip
     assert calibration and int(calibration.group(1)) == 100 and int(calibration.group(2)) > 0, output
     assert re.search(r"^Garbage collections per ranking: threshold 700: [0-9.]+ young", output, re.M), output
+    # another account's requests beside the benchmark user's training recommendations: answered, and refused for
+    # the benchmark user beyond one at a time
+    held = re.search(r"^Another account beside .*\((\d+) ms each; (\d+) sent on \d+ connections, (\d+) answered 429.*"
+                     r" (\d+) errors: (within|OUTSIDE)", output, re.M)  # fmt: skip
+    assert held, output
+    assert int(held.group(1)) > 0 and int(held.group(3)) > 0 and int(held.group(4)) == 0
     for name in ("architectures", "accelerators", "configurations", "nodes"):
         counts = re.search(rf"^{name}\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+within \(constant\)$", output, re.M)
         assert counts, f"{name}: {output}"
