@@ -27,7 +27,7 @@ unchanged over these blocks). The code is written here, not copied from either.
 What it cannot represent: only what Llama modules express. A block that asks for anything else -- sliding-window or
 sink attention (``window_length``, ``num_sink_tokens``, ``unshifted_sink``), ``sparsify``, the Mamba, Llama-4 or MoE
 blocks of newer DeciLM variants, a non-gated FFN or a per-block ``hidden_act`` other than the config's, an explicit
-per-block ``intermediate_size`` -- is refused (``NotImplementedError``), so no case measures something the stand-in
+per-block ``intermediate_size`` -- is refused (``UnsupportedBlock``), so no case measures something the stand-in
 does not build. The KV cache is transformers' ``DynamicCache`` (one cache layer per decoder layer, left empty where the
 attention is a no-op or a Linear), not the remote code's ``VariableCache``; the tensors cached per attention layer are
 the same (that layer's keys and values, its own KV heads wide). The first block must have attention (as
@@ -95,18 +95,22 @@ class DeciLMConfig(LlamaConfig):
             check_block(block, index, self)
 
 
+class UnsupportedBlock(ValueError):
+    """A DeciLM block the Llama modules cannot build faithfully: refused, so no case measures something else."""
+
+
 def check_block(block: dict[str, Any], index: int, config: DeciLMConfig) -> None:
     """Refuse a block the Llama modules cannot build faithfully (see the module docstring)."""
     attention, ffn = block["attention"], block["ffn"]
     unknown = (set(attention) - _ATTENTION_KEYS) | (set(ffn) - _FFN_KEYS) | (set(block) - {"attention", "ffn"})
     if unknown:
-        raise NotImplementedError(f"block {index}: keys the stand-in does not know: {sorted(unknown)}")
+        raise UnsupportedBlock(f"block {index}: keys the stand-in does not know: {sorted(unknown)}")
     on = [f"attention.{k}" for k in _ATTENTION_OFF_KEYS if attention.get(k)]
     on += [f"ffn.{k}" for k in _FFN_OFF_KEYS if ffn.get(k)]
     if ffn.get("gated", True) is not True or ffn.get("hidden_act", config.hidden_act) != config.hidden_act:
         on.append("ffn.gated/hidden_act")
     if on:
-        raise NotImplementedError(f"block {index}: not expressible with Llama modules: {on}")
+        raise UnsupportedBlock(f"block {index}: not expressible with Llama modules: {on}")
     if attention.get("no_op") and attention.get("replace_with_linear"):
         raise ValueError(f"block {index}: attention is both no_op and replace_with_linear")
     if ffn.get("no_op") and ffn.get("replace_with_linear"):
@@ -116,7 +120,7 @@ def check_block(block: dict[str, Any], index: int, config: DeciLMConfig) -> None
         if config.num_attention_heads % group:
             raise ValueError(f"block {index}: n_heads_in_group {group} does not divide the query heads")
     elif index == 0:
-        raise NotImplementedError("block 0 without attention: generate reads the cached length from layer 0")
+        raise UnsupportedBlock("block 0 without attention: generate reads the cached length from layer 0")
     if not (ffn.get("no_op") or ffn.get("replace_with_linear")) and ffn.get("ffn_mult") is None:
         raise ValueError(f"block {index}: ffn without ffn_mult")
 

@@ -658,7 +658,12 @@ def test_the_decilm_stand_in_builds_the_blocks_as_decilm_does():
     pytest.importorskip("transformers")  # the bench extra
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from benchmarks.accuracy.decilm import DeciLMForCausalLM, decilm_config, ffn_mult_to_intermediate_size
+    from benchmarks.accuracy.decilm import (
+        DeciLMForCausalLM,
+        UnsupportedBlock,
+        decilm_config,
+        ffn_mult_to_intermediate_size,
+    )
 
     # DeciLM's width rule at Nemotron-Super's hidden size (its published widths) and at the round's 256
     widths = [ffn_mult_to_intermediate_size(m, 8192) for m in (5.25, 2.625, 3.28125, 1.3125, 1.0, 0.5)]
@@ -702,7 +707,7 @@ def test_the_decilm_stand_in_builds_the_blocks_as_decilm_does():
     assert torch.equal(ours(ids).logits, llama(ids).logits)
     # what Llama modules cannot express is refused, not approximated
     sliding = cases.decilm_block({"n_heads_in_group": 2, "window_length": 64}, {"ffn_mult": 1.0})
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(UnsupportedBlock):
         build({**hf, "block_configs": [block, sliding]})
 
 
