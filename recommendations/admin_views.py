@@ -77,14 +77,17 @@ def _bar(entry: Entry, colours: Mapping[str, str]) -> SafeString | str:
     return mark_safe(svg)  # recommendations.charts escapes every text it writes
 
 
-# the suggested settings a person copies into a launch, in the words of each engine's flags (vLLM) or the training plan
-_SETTING_LABELS = (
-    ("tensor_parallel_size", "--tensor-parallel-size {}"),
-    ("pipeline_parallel_size", "--pipeline-parallel-size {}"),
-    ("gpu_memory_utilization", "--gpu-memory-utilization {}"),
-    ("max_model_len", "--max-model-len {}"),
-    ("max_num_seqs", "--max-num-seqs {}"),
-    ("max_num_batched_tokens", "--max-num-batched-tokens {}"),
+# the suggested settings a person copies into a launch: vLLM's as its flags (a setting's name with dashes, as
+# workers/runner/programs passes them), the training plan's in words
+_VLLM_FLAGS = (
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "gpu_memory_utilization",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+)
+_WORDS = (
     ("replicas", "{} replicas"),
     ("tensor", "tensor {}"),
     ("pipeline", "pipeline {}"),
@@ -97,7 +100,8 @@ _SETTING_LABELS = (
 
 def _settings(settings: Mapping[str, Any]) -> list[str]:
     """The suggested settings worth a glance in the table (the API has all of them)."""
-    lines = [label.format(settings[key]) for key, label in _SETTING_LABELS if settings.get(key) is not None]
+    lines = [f"--{key.replace('_', '-')} {settings[key]}" for key in _VLLM_FLAGS if settings.get(key) is not None]
+    lines += [label.format(settings[key]) for key, label in _WORDS if settings.get(key) is not None]
     cuda = settings.get("cuda_version")
     if isinstance(cuda, Mapping) and cuda.get("value"):
         lines.append(f"CUDA {cuda['value']} (assumed: newest its driver runs)")
