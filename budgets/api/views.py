@@ -24,8 +24,9 @@ from vramplan.throttling import EstimateThrottle, throttles
 from .. import services
 from ..engine import Workload as WorkloadSpec
 from ..engine import load_presets
+from ..engine.document import BudgetDocument
 from ..models import Workload
-from .serializers import BudgetSerializer, ModelPresetSerializer, WorkloadSerializer
+from .serializers import ModelPresetSerializer, WorkloadSerializer
 
 
 def _body(request: Request) -> object:
@@ -73,7 +74,7 @@ class EstimateView(APIView):
                 "memory per device (instead of device_memory).",
             ),
         ],
-        responses={200: BudgetSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED, 429: ESTIMATE_THROTTLED},
+        responses={200: BudgetDocument, 400: BAD_REQUEST, 401: UNAUTHORIZED, 429: ESTIMATE_THROTTLED},
         description="Budget a workload without storing it: per-device memory by component, at the peak.",
     )
     def post(self, request: Request) -> Response:
@@ -126,7 +127,7 @@ class WorkloadViewSet(
     @extend_schema(
         operation_id="workloads_budget",
         responses={
-            200: BudgetSerializer,
+            200: BudgetDocument,
             401: UNAUTHORIZED,
             429: THROTTLED,
             404: OpenApiResponse(description="Not yours, or none."),

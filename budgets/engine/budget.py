@@ -1,9 +1,8 @@
-"""The budget (the answer): frozen dataclasses and named tuples, the WORKLOAD.md contract dict, its typed reader
-and a text table."""
+"""The budget (the answer): frozen dataclasses and named tuples, and a text table. Its JSON (WORKLOAD.md's Budget
+object) is defined once, in ``budgets.engine.document``: ``as_contract`` writes it and ``read_budget`` reads it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -137,47 +136,11 @@ class Budget:
     calibration: None = None
 
     def as_contract(self) -> dict[str, Any]:
-        """The Budget JSON of WORKLOAD.md, with a few added keys (peak_phase, phases, plan, serving)."""
-        pd = self.per_device
-        out: dict[str, Any] = {
-            "workload": self.workload,
-            "device": self.device,
-            "devices": self.devices,
-            "per_device": {
-                "components": {
-                    c.name: {"bytes": c.bytes, "low": c.low, "high": c.high, "note": c.note} for c in pd.components
-                },
-                "total": {"bytes": pd.total_bytes, "low": pd.total_low_bytes, "high": pd.total_high_bytes},
-                "peak_phase": pd.peak_phase,
-                "phases": {p.name: p.bytes for p in pd.phases},
-                "views": budget_views(self.device, pd),
-            },
-            "host": {"ram_bytes": self.host.ram_bytes, "disk_bytes": self.host.disk_bytes},
-            "assumptions": list(self.assumptions),
-            "calibration": self.calibration,
-            "plan": dict(self.plan),
-        }
-        if self.serving is not None:
-            s = self.serving
-            out["serving"] = {
-                "kv_bytes_per_token": s.kv_bytes_per_token,
-                "kv_bytes_needed": s.kv_bytes_needed,
-                "kv_pool_bytes": s.kv_pool_bytes,
-                "max_concurrent_sessions_at_max_request": s.max_concurrent_sessions_at_max_request,
-                "max_request_tokens_at_concurrency": s.max_request_tokens_at_concurrency,
-                "device_memory_bytes": s.device_memory_bytes,
-                "kv_pool_tokens": s.kv_pool_tokens,
-                "max_concurrency": s.max_concurrency,
-                "starts": s.starts,
-                "reason": s.reason,
-                "shortfall_bytes": s.shortfall_bytes,
-                "max_model_len": s.max_model_len,
-                "max_num_seqs": s.max_num_seqs,
-                "max_num_batched_tokens": s.max_num_batched_tokens,
-                "profile": s.profile,
-                "need_bytes": s.need_bytes,
-            }
-        return out
+        """The Budget JSON of WORKLOAD.md, with a few added keys (peak_phase, phases, views, plan, serving), as its
+        one definition writes it (``budgets.engine.document.BudgetDocument``)."""
+        from .document import BudgetDocument
+
+        return BudgetDocument.of(self).contract()
 
 
 def budget_views(device: str, pd: DeviceBudget) -> dict[str, dict[str, int]]:
@@ -257,133 +220,18 @@ class BudgetReadError(ValueError):
     """A stored budget that does not read as :class:`Budget`; the message names the field (``per_device.total``)."""
 
 
-_MISSING = object()
-
-
-def _field(data: Mapping[str, Any], path: str, name: str, kinds: tuple[type, ...], *, optional: bool = False) -> Any:
-    value = data.get(name, _MISSING)
-    where = f"{path}.{name}" if path else name
-    if value is _MISSING or value is None:
-        if optional:
-            return None
-        raise BudgetReadError(f"{where}: {'missing' if value is _MISSING else 'null'}")
-    if isinstance(value, bool) and bool not in kinds:
-        raise BudgetReadError(f"{where}: expected {_names(kinds)}, got {value!r}")
-    if not isinstance(value, kinds):
-        raise BudgetReadError(f"{where}: expected {_names(kinds)}, got {type(value).__name__} {value!r}"[:160])
-    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
-        raise BudgetReadError(f"{where}: expected a number ≥ 0, got {value}")
-    return value
-
-
-def _names(kinds: tuple[type, ...]) -> str:
-    words = {int: "a whole number", float: "a number", str: "a string", dict: "an object", list: "a list",
-             bool: "true or false"}  # fmt: skip
-    return " or ".join(words.get(kind, kind.__name__) for kind in kinds)
-
-
-def _object(data: Mapping[str, Any], path: str, name: str) -> Mapping[str, Any]:
-    return _field(data, path, name, (dict,))  # type: ignore[no-any-return]
-
-
-def _range(data: Mapping[str, Any], path: str) -> tuple[int, int, int]:
-    low, expected, high = (_field(data, path, key, (int,)) for key in ("low", "bytes", "high"))
-    if not low <= expected <= high:
-        raise BudgetReadError(f"{path}: expected low ≤ bytes ≤ high, got {low}, {expected}, {high}")
-    return low, expected, high
-
-
-_SERVING_FIELDS: dict[str, tuple[type, ...]] = {
-    "kv_pool_bytes": (int,),
-    "max_concurrent_sessions_at_max_request": (int,),
-    "max_request_tokens_at_concurrency": (int,),
-    "device_memory_bytes": (int,),
-    "kv_pool_tokens": (int,),
-    "max_concurrency": (int, float),
-    "starts": (bool,),
-    "reason": (str,),
-    "shortfall_bytes": (int,),
-    "max_model_len": (int,),
-    "max_num_seqs": (int,),
-    "max_num_batched_tokens": (int,),
-    "profile": (str,),
-    "need_bytes": (int,),
-}
-
-
-def _serving(data: Mapping[str, Any]) -> ServingPlan:
-    optional = {name: _field(data, "serving", name, kinds, optional=True) for name, kinds in _SERVING_FIELDS.items()}
-    if isinstance(optional["max_concurrency"], int):
-        optional["max_concurrency"] = float(optional["max_concurrency"])
-    return ServingPlan(
-        kv_bytes_per_token=_field(data, "serving", "kv_bytes_per_token", (int,)),
-        kv_bytes_needed=_field(data, "serving", "kv_bytes_needed", (int,)),
-        **optional,
-    )
-
-
 def read_budget(data: object) -> Budget:
-    """The Budget JSON :meth:`Budget.as_contract` wrote, read back into a :class:`Budget`.
+    """The Budget JSON :meth:`Budget.as_contract` wrote, read back into a :class:`Budget` through the budget
+    document (``budgets.engine.document``): every component there, each with ``low ≤ bytes ≤ high``; ``views``
+    derived, not read. So ``read_budget(b.as_contract()).as_contract() == b.as_contract()``. A stored budget
+    carries no calibration. Raises :class:`BudgetReadError` naming the first field that is missing, of the wrong
+    kind or out of range — never a KeyError."""
+    from .document import read_document
 
-    Every component of :data:`COMPONENT_NAMES` must be there, each with ``low ≤ bytes ≤ high``; ``views`` are
-    derived from the components (:func:`budget_views`) and not read. What the contract does not store reads as
-    the nearest it says: a phase's low and high as its expected bytes, ``serving.available_kv_bytes`` as None.
-    So ``read_budget(b.as_contract()).as_contract() == b.as_contract()``. Raises :class:`BudgetReadError` naming
-    the first field that is missing or of the wrong kind — never a KeyError.
-    """
-    if not isinstance(data, Mapping):
-        raise BudgetReadError(f"budget: expected an object, got {type(data).__name__}")
-    per_device = _object(data, "", "per_device")
-    components = _object(per_device, "per_device", "components")
-    unknown = sorted(set(components) - set(COMPONENT_NAMES))
-    if unknown:
-        raise BudgetReadError(
-            f"per_device.components: unknown component(s) {', '.join(unknown)}; known: {', '.join(COMPONENT_NAMES)}"
-        )
-    parts = []
-    for name in COMPONENT_NAMES:
-        component = _object(components, "per_device.components", name)
-        low, expected, high = _range(component, f"per_device.components.{name}")
-        note = _field(component, f"per_device.components.{name}", "note", (str,), optional=True) or ""
-        parts.append(ComponentBudget(name=name, low=low, bytes=expected, high=high, note=note))
-    total_low, total, total_high = _range(_object(per_device, "per_device", "total"), "per_device.total")
-    phases = _object(per_device, "per_device", "phases")
-    device = _field(data, "", "device", (str,))
-    if device not in ("cuda", "cpu"):
-        raise BudgetReadError(f"device: expected cuda or cpu, got {device!r}")
-    host = _object(data, "", "host")
-    assumptions = _field(data, "", "assumptions", (list,))
-    if not all(isinstance(a, str) for a in assumptions):
-        raise BudgetReadError("assumptions: expected a list of strings")
-    if data.get("calibration") is not None:
+    document = read_document(data)
+    if document.calibration is not None:
         raise BudgetReadError("calibration: expected null (a stored budget carries no calibration)")
-    devices = _field(data, "", "devices", (int,))
-    if devices < 1:
-        raise BudgetReadError(f"devices: expected a whole number ≥ 1, got {devices}")
-    serving = data.get("serving")
-    return Budget(
-        workload=_field(data, "", "workload", (str,)),
-        device=device,
-        devices=devices,
-        per_device=DeviceBudget(
-            components=tuple(parts),
-            total_bytes=total,
-            total_low_bytes=total_low,
-            total_high_bytes=total_high,
-            peak_phase=_field(per_device, "per_device", "peak_phase", (str,)),
-            phases=tuple(
-                PhasePeak(name=name, bytes=value, low=value, high=value)
-                for name in phases
-                for value in (_field(phases, "per_device.phases", name, (int,)),)
-            ),
-        ),
-        host=HostBudget(
-            ram_bytes=_field(host, "host", "ram_bytes", (int,)), disk_bytes=_field(host, "host", "disk_bytes", (int,))
-        ),
-        assumptions=tuple(assumptions),
-        plan=dict(_object(data, "", "plan")),
-        serving=None if serving is None else _serving(_object(data, "", "serving")),
-    )
+    return document.budget()
 
 
 UNREADABLE_BUDGET = "unreadable budget"
