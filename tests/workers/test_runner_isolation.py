@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from measurements.document import MeasurementDocument
 from workers.runner.execute import RunOptions, run_measured
 
 pytestmark = pytest.mark.slow  # real child processes under run_measured
@@ -104,3 +105,20 @@ def test_exit_status_3_alone_is_a_failure_not_an_oom() -> None:
         RunOptions(argv=[sys.executable, "-c", "raise MemoryError('torch.OutOfMemoryError: CUDA out of memory')"])
     )
     assert oom["outcome"] == "oom"
+
+
+def test_a_report_the_document_refuses_is_dropped_with_why_and_the_run_kept() -> None:
+    """The runner writes its document through ``MeasurementDocument`` (the one definition the upload endpoint and the
+    job store validate with): a program report whose number no device holds is dropped, with why in ``error``; the
+    run's own figures stay."""
+    script = (
+        "import json, os\n"
+        "json.dump({'engine_report': {'weights_bytes': 10**308}}, open(os.environ['VRAMPLAN_QUALITY_PATH'], 'w'))\n"
+    )
+    document = run_measured(RunOptions(argv=[sys.executable, "-c", script]))
+    assert document["outcome"] == "succeeded" and document["schema"] == "vramplan-measurement/1"
+    assert document["program_report"] is None
+    assert "program_report.engine_report.weights_bytes" in document["error"]
+    assert "out of range" in document["error"]
+    assert document["peaks"]["host_rss_bytes"] > 0
+    MeasurementDocument.model_validate(document)

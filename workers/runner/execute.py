@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from pydantic import ValidationError
+
+from measurements.document import MeasurementDocument
 
 from .report import MAX_LINE_BYTES, QUALITY_PATH_ENV, REPORT_FD_ENV
 from .sampling import MemorySampler, SamplingResult
-
-SCHEMA_ID = "vramplan-measurement/1"
 
 #: Environment a child may see (exact names, then prefixes). Everything else is dropped.
 ENV_ALLOWED = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM", "PYTHONPATH",
@@ -381,27 +382,50 @@ def _document(
     conditions.setdefault("host_ram_bytes", psutil.virtual_memory().total)
     if ended_by == "timeout":
         conditions["time_limit_seconds"] = options.time_limit_s
-    return {
-        "schema": SCHEMA_ID,
-        "run_id": run_id,
-        "outcome": outcome,
-        "exit_code": returncode if returncode is not None and returncode >= 0 else None,
-        "signal": signal_number,
-        "signal_name": _signal_name(signal_number) if signal_number else None,
-        "duration_seconds": round(duration, 3),
-        "command": [str(a) for a in options.argv],
-        "peaks": {**peaks, "reasons": reasons},
-        "framework": framework,
-        "sampling": {k: v for k, v in sampled.items() if k not in ("devices", "timeline")},
-        "devices": sampled.get("devices") or [],
-        "versions": versions(sampled, child.get("versions") or {}, options.extra_env),
-        "conditions": conditions,
-        "timing": timing,
-        "quality": child.get("quality") if isinstance(child.get("quality"), dict) else None,
-        "program_report": program_report,
-        "timeline": sampled.get("timeline") or [],
-        "error": error,
-    }
+    return _validated(
+        {
+            "run_id": run_id,
+            "outcome": outcome,
+            "exit_code": returncode if returncode is not None and returncode >= 0 else None,
+            "signal": signal_number,
+            "signal_name": _signal_name(signal_number) if signal_number else None,
+            "duration_seconds": round(duration, 3),
+            "command": [str(a) for a in options.argv],
+            "peaks": {**peaks, "reasons": reasons},
+            "framework": framework,
+            "sampling": {k: v for k, v in sampled.items() if k not in ("devices", "timeline")},
+            "devices": sampled.get("devices") or [],
+            "versions": versions(sampled, child.get("versions") or {}, options.extra_env),
+            "conditions": conditions,
+            "timing": timing,
+            "quality": child.get("quality") if isinstance(child.get("quality"), dict) else None,
+            "program_report": program_report,
+            "timeline": sampled.get("timeline") or [],
+            "error": error,
+        }
+    )
+
+
+#: What a child or a program reports in free form, and what each is when dropped.
+_CHILD_SECTIONS: dict[str, Any] = {"framework": None, "timing": None, "quality": None, "program_report": None}
+
+
+def _validated(fields: dict[str, Any]) -> dict[str, Any]:
+    """The document as :class:`measurements.document.MeasurementDocument` (the one definition the upload endpoint
+    and the job store validate with) dumps it. A section the child reported in free form that breaks the document's
+    bounds (a number no device holds, a 300 KB report) is dropped, with why in ``error``, so that the run's own
+    figures are kept; the sampler's own figures always fit them."""
+    try:
+        return MeasurementDocument.model_validate(fields).dump()
+    except ValidationError as exc:
+        broken = {str(e["loc"][0]) for e in exc.errors() if e["loc"]} & set(_CHILD_SECTIONS)
+        if not broken:
+            raise
+        why = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+        note = f"dropped what the child reported in {', '.join(sorted(broken))}, which the document refuses: {why}"
+        error = f"{fields['error']}\n{note}" if fields.get("error") else note
+        fields = {**fields, **{name: _CHILD_SECTIONS[name] for name in broken}, "error": error[-20_000:]}
+        return MeasurementDocument.model_validate(fields).dump()
 
 
 def _peaks(
