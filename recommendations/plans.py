@@ -123,17 +123,6 @@ class Plan:
         text += f", ZeRO-{self.zero_stage}" if self.zero_stage else ""
         return text + (f", recomputation {self.recompute}" if self.recompute else "")
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "tensor": self.tensor,
-            "pipeline": self.pipeline,
-            "replicas": self.replicas,
-            "zero_stage": self.zero_stage,
-            "activation_checkpointing": self.recompute,
-            "devices": self.devices,
-            "label": self.label(),
-        }
-
 
 def _tensor_degrees(workload: Workload, domain: int) -> list[int]:
     spec = workload.spec

@@ -75,29 +75,12 @@ class EvidenceInfo:
     correction: str  # how the per-device need was corrected, or why it was not
     usable_source: str  # where the usable memory figure comes from
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "level": self.label,
-            "sentence": self.sentence,
-            "measurements": list(self.measurements),
-            "correction": self.correction,
-            "usable_source": self.usable_source,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class CostFigures:
     usd_per_hour: float  # the configuration's price
     usd_per_million_output_tokens: float | None  # at the plan's roofline throughput; None for training
     output_tokens_per_s: float | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "usd_per_hour": self.usd_per_hour,
-            "usd_per_million_output_tokens": self.usd_per_million_output_tokens,
-            "output_tokens_per_s": self.output_tokens_per_s,
-            "label": "estimate: catalog price at the roofline throughput",
-        }
 
 
 class PriceBasis(NamedTuple):
@@ -107,9 +90,6 @@ class PriceBasis(NamedTuple):
     value: float | None  # USD
     basis: str  # "usd_per_million_output_tokens" | "usd_per_hour" | "no_price"
     text: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"basis": self.basis, "value": self.value, "text": self.text}
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,23 +130,10 @@ class Entry:
         return self.budget.per_device.total_bytes if self.budget is not None else None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "configuration": dict(self.configuration),
-            "verdict": self.verdict.value,
-            "plan": self.plan.as_dict() if self.plan else None,
-            "per_device_bytes": self.per_device_bytes,
-            "reserved_bytes": self.reserved_bytes,
-            "usable_bytes": self.usable_bytes,
-            "usable_basis": self.usable_basis,
-            "headroom_bytes": self.headroom_bytes,
-            "margin": self.margin.as_dict() if self.margin else None,
-            "reasons": [r.as_dict() for r in self.reasons],
-            "evidence": self.evidence.as_dict(),
-            "suggested_settings": self.suggested_settings,
-            "latency": self.latency.as_dict() if self.latency else None,
-            "cost": self.cost.as_dict() if self.cost else None,
-            "price_basis": self.price_basis.as_dict(),
-        }
+        """The entry as its one definition writes it (``recommendations.document.RecommendationDocument``)."""
+        from .document import RecommendationDocument
+
+        return RecommendationDocument.of(self).dump()
 
 
 def _evidence(view: ConfigurationView, calibration: Calibration | None, outcome: Outcome) -> EvidenceInfo:
@@ -209,16 +176,25 @@ class _Judged:
     corrections: Corrections
 
 
-class _Recommender:
-    def __init__(self, workload: Workload, calibration: Calibration | None) -> None:
+class Recommender:
+    """What recommending one workload derives from the catalog: the plan budgets, the verdict of each
+    configuration shape under each calibration's corrections, the suggested settings and their what-if
+    variants (``settings.Variants``), all pure functions of the workload and of the views' facts.
+
+    One lives for a ``recommend()`` call, or longer when the caller keeps it for the same workload and the
+    same views (``recommendations.services`` keeps a few per process): every memo is keyed by what it reads
+    (a configuration shape, the corrections, the facts), and ``facts_key`` compares the catalog's toolkit and
+    wheel tables by identity, which is exact only while the views holding them are alive and unchanged, so
+    whoever keeps a recommender keeps its views with it.
+    """
+
+    def __init__(self, workload: Workload) -> None:
         self.workload = workload
-        self.calibration = calibration
         self.variants = Variants(workload)
         self.requirements = compat.Requirements.from_workload(workload)
         self.view_name = memory_view(workload)
 
-    def judge(self, view: ConfigurationView) -> _Judged:
-        calibration = self.calibration
+    def judge(self, view: ConfigurationView, calibration: Calibration | None) -> _Judged:
         corrections = calibration.corrections_for(view.architecture, self.view_name) if calibration else Corrections()
         outcome = judge(view, self.variants.base, corrections, self.requirements)
         usable, basis = usable_for(self.workload, view)
@@ -257,13 +233,19 @@ def recommend(
     views: Iterable[ConfigurationView],
     calibration: Calibration | None = None,
     top: int | None = None,
+    recommender: Recommender | None = None,
 ) -> list[Entry]:
     """Every configuration of ``views`` judged for ``workload`` and ranked (``ranking``); the first ``top``.
 
     Suggested settings (the micro-batch search, the nearest changes that would fit) are the costly part and
-    do not affect the order, so they are computed after ranking, for the entries returned only.
+    do not affect the order, so they are computed after ranking, for the entries returned only. A
+    ``recommender`` kept from an earlier call for the same workload and views (see :class:`Recommender`)
+    answers from what that call derived; without one, everything is derived afresh.
     """
-    recommender = _Recommender(workload, calibration)
-    judged = sorted((recommender.judge(view) for view in views), key=lambda j: rank_key(j.entry))
+    if recommender is None:
+        recommender = Recommender(workload)
+    elif recommender.workload is not workload and recommender.workload != workload:
+        raise ValueError("the recommender was built for another workload")
+    judged = sorted((recommender.judge(view, calibration) for view in views), key=lambda j: rank_key(j.entry))
     kept = judged if top is None else judged[:top]
     return [recommender.settled(j) for j in kept]

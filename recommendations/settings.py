@@ -25,6 +25,7 @@ from budgets.engine import Workload
 from budgets.engine.schema import MAX_TOKENS
 from catalog import compat
 
+from .document import PlanDocument
 from .plans import ConfigurationView, Evaluator, PlanBudget
 from .verdicts import Corrections, Outcome, PlanAssessment, Verdict, assess_plan, checked, fitting_plan
 
@@ -160,7 +161,7 @@ def _change(kind: str, description: str, changes: dict[str, Any], outcome: Outco
         kind=kind,
         description=description,
         changes=changes,
-        plan=a.plan_budget.plan.as_dict(),
+        plan=PlanDocument.of(a.plan_budget.plan).dump(),
         per_device_bytes=a.per_device_bytes,
         usable_bytes=a.usable_bytes,
         headroom_bytes=a.headroom_bytes,

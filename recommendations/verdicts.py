@@ -24,7 +24,6 @@ import enum
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from budgets.engine import Workload
 from budgets.engine.components.kv_cache import kv_bytes_per_token
@@ -56,15 +55,6 @@ class Reason:
     component: str | None = None  # the budget component that overflows
     overflow_bytes: int | None = None  # by how much, bytes
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule,
-            "message": self.message,
-            "action": self.action,
-            "component": self.component,
-            "overflow_bytes": self.overflow_bytes,
-        }
-
 
 def compat_reasons(reasons: Sequence[compat.Reason]) -> tuple[Reason, ...]:
     return tuple(Reason(r.rule, r.message, r.action) for r in reasons)
@@ -95,9 +85,6 @@ class Margin:
     set_by: str  # "min_headroom_fraction" | "estimate_uncertainty" | "calibration_spread"
     candidates: dict[str, int] = field(default_factory=dict)  # each rule's figure, bytes
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"bytes": self.bytes, "fraction": self.fraction, "set_by": self.set_by, "candidates": self.candidates}
-
 
 def margin_for(workload: Workload, pb: PlanBudget, need: int, usable: int, memory: Correction | None) -> Margin:
     """The largest of the three (module docstring); ties go to the first named."""
@@ -124,11 +111,6 @@ class LatencyFigures:
     target_ms: float | None
     max_sessions_within_target: int | None  # over all replicas; None without a target
     correction: str  # the sentence of the correction applied (or why none was)
-
-    def as_dict(self) -> dict[str, Any]:
-        out = {name: getattr(self, name) for name in self.__slots__}
-        out["label"] = "roofline estimate"
-        return out
 
 
 def _model_load(pb: PlanBudget) -> roofline.ModelLoad:

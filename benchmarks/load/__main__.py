@@ -68,7 +68,7 @@ from .common import django_env, prepare_database, run
 PROGRAMS = ("tiny", "synthetic")  # benchmarks.load.jobs.PROGRAMS (not imported: that module imports Django)
 #: Seconds per job per worker the default --jobs-timeout allows.
 JOB_SECONDS = {"tiny": 3.0, "synthetic": 30.0}
-ENDPOINT_NAMES = ("ping", "estimate", "recommend", "configurations", "accelerators", "job-status")
+ENDPOINT_NAMES = ("ping", "estimate", "recommend", "recommend-new", "configurations", "accelerators", "job-status")
 
 
 def jobs_url(database_url: str) -> str:

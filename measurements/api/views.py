@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from budgets.services import workload_validate
+from recommendations.document import ReasonDocument
 from recommendations.services import verdict_for
 from vramplan.openapi import BAD_REQUEST, CONFLICT, FORBIDDEN, JOB_START_THROTTLED, NOT_FOUND, THROTTLED, UNAUTHORIZED
 from vramplan.parsers import NulSafeJSONParser
@@ -77,7 +78,9 @@ class OrderViewSet(
             workload=data["workload"],
             configuration=data["configuration"],
             recommended_verdict=entry.verdict.value if entry is not None else "",
-            recommended_reasons=[reason.as_dict() for reason in entry.reasons] if entry is not None else [],
+            recommended_reasons=[ReasonDocument.of(reason).dump() for reason in entry.reasons]
+            if entry is not None
+            else [],
             override_reason=data.get("override_reason", ""),
         )
 

@@ -24,7 +24,8 @@ from vramplan.parsers import NulSafeJSONParser
 from vramplan.throttling import RecommendThrottle, one_at_a_time, throttles
 
 from .. import services
-from .serializers import RecommendationsSerializer, RecommendQuerySerializer
+from ..document import RecommendationsDocument
+from .serializers import RecommendQuerySerializer
 
 DESCRIPTION = (
     "Every catalog configuration judged for the workload and ranked, feasible first: its verdict "
@@ -48,7 +49,7 @@ class WorkloadRecommendationsView(APIView):
         tags=["recommendations"],
         parameters=[RecommendQuerySerializer],
         responses={
-            200: RecommendationsSerializer,
+            200: RecommendationsDocument,
             400: BAD_REQUEST,
             401: UNAUTHORIZED,
             404: NOT_FOUND,
@@ -74,7 +75,7 @@ class RecommendView(APIView):
         tags=["recommendations"],
         request=WorkloadSpec,
         parameters=[RecommendQuerySerializer],
-        responses={200: RecommendationsSerializer, 400: BAD_REQUEST, 401: UNAUTHORIZED, 429: RECOMMEND_THROTTLED},
+        responses={200: RecommendationsDocument, 400: BAD_REQUEST, 401: UNAUTHORIZED, 429: RECOMMEND_THROTTLED},
         description=DESCRIPTION + " The workload is not stored.",
     )
     def post(self, request: Request) -> Response:

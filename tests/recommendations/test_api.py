@@ -4,20 +4,22 @@ the API, ownership, 400s, evidence from acceptance measurements, and the schema 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, get_args
 
 import jsonschema_rs
 import pytest
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
+from pydantic import BaseModel, ValidationError
 
 from budgets.services import workload_create
 from catalog.models import Configuration
 from catalog.units import version_key
 from measurements import services as measurement_services
+from measurements.calibration import EvidenceLevel
 from measurements.choices import MeasurementSource
 from measurements.models import AcceptanceJob
-from recommendations.api import serializers as shapes
+from recommendations import document as shapes
 from tests.measurements.helpers import measurement_document
 from tests.recommendations.catalog_views import _merge
 from tests.recommendations.measured import H100_X1, QWEN_7B, measured_workload
@@ -246,9 +248,9 @@ def _schema() -> dict[str, Any]:
     return json.loads(OpenApiJsonRenderer().render(document, renderer_context={}))
 
 
-def _keys_match(serializer: type, value: dict[str, Any], *, subset: bool = False) -> None:
-    fields = set(serializer().fields)
-    assert (set(value) <= fields) if subset else (set(value) == fields), (serializer.__name__, set(value) ^ fields)
+def _keys_match(model: type[BaseModel], value: dict[str, Any], *, subset: bool = False) -> None:
+    fields = set(model.model_fields)
+    assert (set(value) <= fields) if subset else (set(value) == fields), (model.__name__, set(value) ^ fields)
 
 
 def test_a_real_answer_validates_against_the_schema_and_mirrors_each_dataclass(api, user, catalog) -> None:
@@ -261,36 +263,48 @@ def test_a_real_answer_validates_against_the_schema_and_mirrors_each_dataclass(a
     for answer in answers:
         errors = [str(error) for error in validator.iter_errors(answer)]
         assert not errors, errors[:3]
-    _keys_match(shapes.RecommendationsSerializer, answers[0])
-    _keys_match(shapes.RecommendedWorkloadSerializer, answers[0]["workload"])
+    _keys_match(shapes.RecommendationsDocument, answers[0])
+    _keys_match(shapes.RecommendedWorkloadDocument, answers[0]["workload"])
     entries = [entry for answer in answers for entry in answer["recommendations"]]
     parts = {
-        "configuration": shapes.ConfigurationRefSerializer,
-        "plan": shapes.PlanSerializer,
-        "margin": shapes.MarginSerializer,
-        "evidence": shapes.EvidenceSerializer,
-        "latency": shapes.LatencySerializer,
-        "cost": shapes.CostSerializer,
+        "configuration": shapes.ConfigurationRefDocument,
+        "plan": shapes.PlanDocument,
+        "margin": shapes.MarginDocument,
+        "evidence": shapes.EvidenceDocument,
+        "latency": shapes.LatencyDocument,
+        "cost": shapes.CostDocument,
     }
     seen = {name: False for name in [*parts, "reasons", "measurements", "nearest_changes"]}
     for entry in entries:
-        _keys_match(shapes.RecommendationSerializer, entry)
-        _keys_match(shapes.SuggestedSettingsSerializer, entry["suggested_settings"], subset=True)
+        _keys_match(shapes.RecommendationDocument, entry)
+        _keys_match(shapes.SuggestedSettingsDocument, entry["suggested_settings"], subset=True)
         for name, serializer in parts.items():
             if entry[name] is not None:
                 _keys_match(serializer, entry[name])
                 seen[name] = True
         for reason in entry["reasons"]:
-            _keys_match(shapes.ReasonSerializer, reason)
+            _keys_match(shapes.ReasonDocument, reason)
             seen["reasons"] = True
         for measured in entry["evidence"]["measurements"]:
-            _keys_match(shapes.EvidenceMeasurementSerializer, measured)
+            _keys_match(shapes.EvidenceMeasurementDocument, measured)
             seen["measurements"] = True
         for change in entry["suggested_settings"].get("nearest_changes", []):
-            _keys_match(shapes.ChangeSerializer, change)
-            _keys_match(shapes.PlanSerializer, change["plan"])
+            _keys_match(shapes.ChangeDocument, change)
+            _keys_match(shapes.PlanDocument, change["plan"])
             seen["nearest_changes"] = True
     assert all(seen.values()), seen  # every part was present in some answer, so every part was compared
+
+
+def test_the_documents_evidence_labels_are_the_calibrations() -> None:
+    assert set(get_args(shapes.EvidenceLabel)) == {level.label for level in EvidenceLevel}
+
+
+def test_a_setting_the_document_does_not_define_fails_where_it_is_written() -> None:
+    """The suggested settings are plain dicts built across ``recommendations.settings``; the document validates them
+    on the way out, so a key it does not define (a renamed or misspelt setting) fails there, not in a client."""
+    shapes.SuggestedSettingsDocument.model_validate({"max_num_seqs": 8, "tensor_parallel_size": 2})
+    with pytest.raises(ValidationError, match="max_num_seq\n"):
+        shapes.SuggestedSettingsDocument.model_validate({"max_num_seq": 8})
 
 
 def test_a_workload_naming_no_cuda_is_judged_on_blackwell_with_what_its_driver_runs(api, catalog) -> None:
