@@ -315,7 +315,7 @@ def test_budget_calibration_null_matches_the_schema(world) -> None:
     response = _request(world, "user", "GET", f"/api/v1/workloads/{world.own_workload}/budget/")
     assert response.status_code == 200
     assert response.json["calibration"] is None
-    calibration = _raw_schema()["components"]["schemas"]["Budget"]["properties"]["calibration"]
+    calibration = _raw_schema()["components"]["schemas"]["BudgetDocument"]["properties"]["calibration"]
     assert jsonschema_rs.validator_for(calibration).is_valid(None)
 
 

@@ -61,7 +61,7 @@ def test_the_command_takes_device_memory_or_a_configuration(tmp_path: Path) -> N
 
 def test_the_schema_documents_plan_and_serving(api) -> None:
     schema = api.get("/api/schema/?format=json").json()
-    budget = schema["components"]["schemas"]["Budget"]["properties"]
+    budget = schema["components"]["schemas"]["BudgetDocument"]["properties"]
     assert {"plan", "serving"} <= set(budget)
     assert {p["name"] for p in schema["paths"]["/api/v1/estimate/"]["post"]["parameters"]} >= {
         "device_memory",
