@@ -10,7 +10,8 @@ the latency), the roofline latency and the cost. Then ``ranking``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -176,6 +177,16 @@ class _Judged:
     corrections: Corrections
 
 
+#: Answers a recommender keeps (``Recommender.ranked``): a few calibrations, filters and ``top`` of one workload.
+ANSWERS_KEPT = 4
+
+
+class _Answer(NamedTuple):
+    calibration: Calibration | None  # held: its identity is part of the key
+    views: tuple[ConfigurationView, ...]  # held, likewise
+    entries: tuple[Entry, ...]
+
+
 class Recommender:
     """What recommending one workload derives from the catalog: the plan budgets, the verdict of each
     configuration shape under each calibration's corrections, the suggested settings and their what-if
@@ -193,6 +204,27 @@ class Recommender:
         self.variants = Variants(workload)
         self.requirements = compat.Requirements.from_workload(workload)
         self.view_name = memory_view(workload)
+        # the last few answers, by the calibration, views and top they were given (identities: each kept with its
+        # calibration and views, so an identity is never another object's while its answer is kept)
+        self._answers: OrderedDict[tuple[int, int | None, tuple[int, ...]], _Answer] = OrderedDict()
+
+    def ranked(
+        self, views: Sequence[ConfigurationView], calibration: Calibration | None, top: int | None
+    ) -> list[Entry]:
+        """``views`` judged and ranked, the first ``top`` with their settings; the same objects asked again (a
+        kept calibration, the kept views) are answered with the entries already settled: the answer is a pure
+        function of them."""
+        key = (id(calibration), top, tuple(map(id, views)))
+        found = self._answers.get(key)
+        if found is not None and found.calibration is calibration:
+            self._answers.move_to_end(key)
+            return list(found.entries)
+        judged = sorted((self.judge(view, calibration) for view in views), key=lambda j: rank_key(j.entry))
+        entries = tuple(self.settled(j) for j in (judged if top is None else judged[:top]))
+        self._answers[key] = _Answer(calibration, tuple(views), entries)
+        while len(self._answers) > ANSWERS_KEPT:
+            self._answers.popitem(last=False)
+        return list(entries)
 
     def judge(self, view: ConfigurationView, calibration: Calibration | None) -> _Judged:
         corrections = calibration.corrections_for(view.architecture, self.view_name) if calibration else Corrections()
@@ -246,6 +278,4 @@ def recommend(
         recommender = Recommender(workload)
     elif recommender.workload is not workload and recommender.workload != workload:
         raise ValueError("the recommender was built for another workload")
-    judged = sorted((recommender.judge(view, calibration) for view in views), key=lambda j: rank_key(j.entry))
-    kept = judged if top is None else judged[:top]
-    return [recommender.settled(j) for j in kept]
+    return recommender.ranked(list(views), calibration, top)

@@ -37,6 +37,7 @@ def test_a_kept_recommender_answers_as_a_fresh_one(path: Path) -> None:
     assert first == fresh[:5]
     assert _answers(recommend(workload, views, recommender=kept)) == fresh
     assert _answers(recommend(workload, views[::2], recommender=kept)) == _answers(recommend(workload, views[::2]))
+    assert _answers(recommend(workload, views, recommender=kept)) == fresh  # the same objects asked again
 
 
 def test_a_recommender_is_for_its_own_workload() -> None:
