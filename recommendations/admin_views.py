@@ -138,6 +138,7 @@ def _row(entry: Entry, colours: Mapping[str, str]) -> dict[str, Any]:
         "price": entry.price_basis.text,
         "latency": _latency(entry),
         "settings": _settings(entry.suggested_settings),
+        "launch": entry.launch,
     }
 
 

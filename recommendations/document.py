@@ -16,6 +16,7 @@ from .plans import Plan
 from .verdicts import LatencyFigures, Margin, Reason, Verdict
 
 if TYPE_CHECKING:
+    from .launch import Launch
     from .recommend import CostFigures, Entry, EvidenceInfo, PriceBasis
 
 #: ``measurements.calibration.EvidenceLevel``'s labels (tests/recommendations/test_api.py checks they agree).
@@ -201,6 +202,20 @@ class PriceBasisDocument(_Document):
         return _read(cls, price)
 
 
+class LaunchDocument(_Document):
+    """The command that runs the entry's plan, checked against the engine release's own flags."""
+
+    engine: Literal["vllm"]
+    checked_against: str = Field(description="The engine release whose flags the command passed, e.g. 'vllm 0.11.0'.")
+    argv: list[str] = Field(description="The command as arguments.")
+    text: str = Field(description="The same, quoted for a POSIX shell.")
+    notes: list[str] = Field(description="What to know before running it.")
+
+    @classmethod
+    def of(cls, launch: Launch) -> LaunchDocument:
+        return _read(cls, launch, argv=list(launch.argv), notes=list(launch.notes))
+
+
 class RecommendationDocument(_Document):
     """One configuration judged for the workload."""
 
@@ -223,6 +238,10 @@ class RecommendationDocument(_Document):
     suggested_settings: SuggestedSettingsDocument
     latency: LatencyDocument | None = Field(description="Inference only, where the catalog has the figures.")
     cost: CostDocument | None = Field(description="Where the catalog has a price.")
+    launch: LaunchDocument | None = Field(
+        description="fits and tight entries of a vLLM workload that names its checkpoint (a preset, or a config.json"
+        " with _name_or_path): `vllm serve` for the plan; null otherwise."
+    )
     price_basis: PriceBasisDocument = Field(
         description="The price the entry was ranked on (after the verdict and the evidence): per million output"
         " tokens where the plan's throughput is known, else per hour; configurations without a price come after"
@@ -248,6 +267,7 @@ class RecommendationDocument(_Document):
             latency=LatencyDocument.of(entry.latency) if entry.latency else None,
             cost=CostDocument.of(entry.cost) if entry.cost else None,
             price_basis=PriceBasisDocument.of(entry.price_basis),
+            launch=LaunchDocument.of(entry.launch) if entry.launch else None,
         )
 
 

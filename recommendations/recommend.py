@@ -28,6 +28,7 @@ from measurements.calibration import (
     build_calibration,
 )
 
+from .launch import Launch, vllm_launch
 from .plans import ConfigurationView, Plan
 from .ranking import rank_key
 from .settings import Variants, suggested_settings
@@ -109,6 +110,7 @@ class Entry:
     latency: LatencyFigures | None
     cost: CostFigures | None
     budget: Budget | None  # the engine's budget under the plan (components for the admin's bar)
+    launch: Launch | None = None  # the command that runs the plan (fits and tight; engines with a launch only)
 
     @property
     def price_basis(self) -> PriceBasis:
@@ -257,7 +259,13 @@ class Recommender:
             ("settings", view.shape(), corrections, facts_key(view.facts)),
             lambda: suggested_settings(self.workload, view, outcome, self.variants, corrections),
         )
-        return replace(judged.entry, suggested_settings=dict(settings))
+        launch = None
+        if judged.entry.verdict in (Verdict.FITS, Verdict.TIGHT):
+            launch = self.variants.base.memo(
+                ("launch", view.shape(), corrections, facts_key(view.facts)),
+                lambda: vllm_launch(self.workload, settings),
+            )
+        return replace(judged.entry, suggested_settings=dict(settings), launch=launch)
 
 
 def recommend(

@@ -83,6 +83,24 @@ def test_a_workload_page_lists_its_recommendations_with_evidence_links_and_bars(
     assert 'fill="#4e79a7"' in row  # the weights segment, in the budget bar's colours
 
 
+def test_a_vllm_workloads_runnable_rows_show_their_launch_with_a_copy_button(admin_client, user, catalog) -> None:
+    from html import escape
+
+    from recommendations import services
+    from recommendations.verdicts import Verdict
+
+    data = json.loads((FIXTURES / "vllm-llama-3.1-8b-chat.json").read_text())
+    workload = workload_create(owner=user, data=data)
+    page = admin_client.get(f"/admin/budgets/workload/{workload.pk}/change/").content.decode()
+    entries = services.recommend_for(services.workload_validate(data), top=services.DEFAULT_TOP)
+    runnable = [e for e in entries if e.verdict in (Verdict.FITS, Verdict.TIGHT)]
+    assert runnable and all(e.launch is not None for e in runnable)
+    for entry in runnable:
+        assert f'<code class="launch-command">{escape(entry.launch.text)}</code>' in page
+        assert f'data-command="{escape(entry.launch.text)}"' in page
+    assert page.count('class="copy-launch"') == len(runnable)
+
+
 @pytest.mark.django_db
 def test_a_workload_whose_description_no_longer_validates_says_why(admin_client, user, catalog) -> None:
     workload, _ = measured_workload(user)

@@ -43,6 +43,16 @@ def test_the_table_has_one_ranked_line_per_entry(catalog, llama_file) -> None:
     assert lines[1].split()[2] == "fits"
 
 
+def test_launch_prints_each_runnable_entrys_command_as_the_api_gives_it(api, catalog, llama_file) -> None:
+    printed = run(str(llama_file), "--top", "3", "--launch")
+    launches = [e["launch"] for e in recommend(api, LLAMA_70B)["recommendations"][:3]]
+    assert launches[0] is not None and launches[0]["argv"][:2] == ["vllm", "serve"]
+    for launch in launches:
+        if launch is not None:
+            assert launch["text"] in printed.splitlines()
+    assert "Launch commands:" in printed
+
+
 @pytest.mark.parametrize(
     "content,message",
     [

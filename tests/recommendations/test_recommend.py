@@ -14,6 +14,7 @@ from tests.recommendations.catalog_views import llama70b, view
 ENTRY_FIELDS = {
     "configuration",
     "verdict",
+    "launch",
     "plan",
     "per_device_bytes",
     "reserved_bytes",

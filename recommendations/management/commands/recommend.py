@@ -40,6 +40,23 @@ def _gib(value: int | None) -> str:
     return "-" if value is None else f"{value / GIB:,.2f}"
 
 
+def launch_lines(entries: Iterable[Entry]) -> str:
+    """Each entry's launch command, with what to know about it; why an entry has none."""
+    lines = ["", "Launch commands:"]
+    for entry in entries:
+        slug = entry.configuration["slug"]
+        if entry.launch is None:
+            why = (
+                "not runnable" if entry.verdict.value not in ("fits", "tight") else "no launch for this engine or model"
+            )
+            lines.append(f"# {slug}: {why}")
+            continue
+        lines.append(f"# {slug} ({entry.plan.label() if entry.plan else ''}; flags of {entry.launch.checked_against})")
+        lines.extend(f"#   {note}" for note in entry.launch.notes)
+        lines.append(entry.launch.text)
+    return "\n".join(lines)
+
+
 def render_table(entries: Iterable[Entry]) -> str:
     """One line per configuration, ranked: verdict, plan, need and usable memory per device, evidence, why."""
     header = (
@@ -65,8 +82,13 @@ class Command(BaseCommand):
         parser.add_argument("file", help="workload JSON file, or - for standard input")
         parser.add_argument("--format", choices=["json", "table"], default="table")
         parser.add_argument("--top", type=top_value, default=10, help=f"entries to print (1–{MAX_TOP})")
+        parser.add_argument(
+            "--launch",
+            action="store_true",
+            help="after the table, each runnable entry's launch command (vLLM: vllm serve …); in JSON, always there",
+        )
 
-    def handle(self, *args, file: str, format: str, top: int, **options) -> None:
+    def handle(self, *args, file: str, format: str, top: int, launch: bool = False, **options) -> None:
         try:
             spec = validated(file)
             entries = recommend_for(spec, top=top)
@@ -85,3 +107,5 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(recommendations_payload(spec, entries), indent=2))
         else:
             self.stdout.write(render_table(entries))
+        if launch and format == "table":  # the JSON carries each entry's launch already
+            self.stdout.write(launch_lines(entries))
