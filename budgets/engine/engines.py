@@ -23,6 +23,29 @@ KvCacheLayout = Literal["paged", "contiguous", "dynamic"]
 DEFAULT_ENGINE: EngineName = "vllm"
 PLAIN_UTILIZATION = 0.9  # engines without a pool of their own: the share of the device a fit may use
 
+#: Serving engines people deploy that have no profile here yet, each refused with why (a 400 naming
+#: ``inference.engine``) rather than budgeted as "generic", whose contiguous cache and plain 0.9 share are neither.
+UNPROFILED_ENGINES: dict[str, str] = {
+    "tensorrt-llm": (
+        "TensorRT-LLM has no profile here: its paged KV pool is free_gpu_memory_fraction (default 0.9) of the memory"
+        " free after the engine is built and loaded (https://nvidia.github.io/TensorRT-LLM/llm-api/reference/"
+        "KvCacheConfig.html), not of the device's total as vLLM's is, and its activation memory is fixed when the"
+        " engine is built, from the build's maximum batch and token counts (reference/memory.md). "
+        "'vllm' budgets a paged-KV server of the same model and settings; its pool differs"
+    ),
+    "nim": (
+        "NVIDIA NIM for LLMs launches one backend per model profile, chosen at container start-up: vllm, sglang or"
+        " trtllm, named first in the profile (<backend>-<precision>-tp<N>-pp1; https://docs.nvidia.com/nim/"
+        "large-language-models/latest/deployment/model-profiles-and-selection.html). Name that backend as the engine:"
+        " 'vllm' for a vllm-* profile; sglang and TensorRT-LLM have no profile here yet"
+    ),
+    "sglang": (
+        "SGLang has no profile here yet: its static pool is mem_fraction_static of the device's memory, with a"
+        " token-to-KV pool and CUDA-graph memory of its own (issue 17). 'vllm' budgets a paged-KV server of the same"
+        " model and settings; its pool differs"
+    ),
+}
+
 
 @dataclass(frozen=True, slots=True)
 class ServingEngine:

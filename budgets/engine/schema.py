@@ -17,6 +17,7 @@ from .engines import (
     DEFAULT_ENGINE,
     DEFAULT_TRAINING_FRAMEWORK,
     ENGINES,
+    UNPROFILED_ENGINES,
     EngineName,
     KvCacheLayout,
     TrainingFramework,
@@ -244,6 +245,16 @@ class InferenceSpec(_Section):
         description="tokens per scheduler step (the profiling batch); default by engine, version and GPU class"
         " (vLLM: 8192 on ≥70 GiB non-A100 GPUs, 16384 on ≥160 GiB from 0.33, else 2048)",
     )
+
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _unprofiled(cls, value: object) -> object:
+        """A serving engine people deploy that has no profile is refused with why, not read as another."""
+        name = value.lower().replace("_", "-") if isinstance(value, str) else value
+        name = {"trtllm": "tensorrt-llm", "trt-llm": "tensorrt-llm", "tensorrt": "tensorrt-llm"}.get(name, name)
+        if isinstance(name, str) and name in UNPROFILED_ENGINES:
+            raise ValueError(f"{UNPROFILED_ENGINES[name]} (engines with a profile: vllm, transformers, generic)")
+        return value
 
     @field_validator("max_model_len")
     @classmethod
