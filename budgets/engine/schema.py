@@ -250,10 +250,11 @@ class InferenceSpec(_Section):
     @classmethod
     def _unprofiled(cls, value: object) -> object:
         """A serving engine people deploy that has no profile is refused with why, not read as another."""
-        name = value.lower().replace("_", "-") if isinstance(value, str) else value
-        name = {"trtllm": "tensorrt-llm", "trt-llm": "tensorrt-llm", "tensorrt": "tensorrt-llm"}.get(name, name)
-        if isinstance(name, str) and name in UNPROFILED_ENGINES:
-            raise ValueError(f"{UNPROFILED_ENGINES[name]} (engines with a profile: vllm, transformers, generic)")
+        if isinstance(value, str):
+            name = value.lower().replace("_", "-")
+            name = {"trtllm": "tensorrt-llm", "trt-llm": "tensorrt-llm", "tensorrt": "tensorrt-llm"}.get(name, name)
+            if name in UNPROFILED_ENGINES:
+                raise ValueError(f"{UNPROFILED_ENGINES[name]} (engines with a profile: vllm, transformers, generic)")
         return value
 
     @field_validator("max_model_len")
