@@ -240,7 +240,7 @@ class RecommendationDocument(_Document):
     cost: CostDocument | None = Field(description="Where the catalog has a price.")
     launch: LaunchDocument | None = Field(
         description="fits and tight entries of a vLLM workload that names its checkpoint (a preset, or a config.json"
-        " with _name_or_path): `vllm serve` for the plan; null otherwise."
+        " whose _name_or_path is a repository id): `vllm serve` for the plan; null otherwise."
     )
     price_basis: PriceBasisDocument = Field(
         description="The price the entry was ranked on (after the verdict and the evidence): per million output"

@@ -24,16 +24,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from budgets.engine import Workload, load_presets
+from budgets.engine import Workload
 from budgets.engine import vllm as vllm_rules
+from budgets.engine.dtypes import framework_dtype
 
 from .plans import Plan
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "engines"
 #: The vLLM release whose flags commands are checked against: the engine's default profile's release.
 VLLM_FLAGS_RELEASE = vllm_rules.DEFAULT_VLLM_VERSION
-#: The workload's dtype names as vLLM's ``--dtype`` and ``--kv-cache-dtype`` spell them (fixtures' choices).
-VLLM_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+#: The workload's KV cache dtypes as vLLM's ``--kv-cache-dtype`` spells them (the fixture's choices).
 VLLM_KV_DTYPES = {"bf16": "bfloat16", "fp8": "fp8"}
 
 
@@ -100,17 +100,6 @@ class Launch:
         return shlex.join(self.argv)
 
 
-def model_name(workload: Workload) -> str | None:
-    """The checkpoint vLLM loads: a preset's Hugging Face repository, or a config.json's ``_name_or_path``."""
-    model = workload.model
-    if model is None:
-        return None
-    if model.preset is not None:
-        return load_presets()[model.preset].hf_repo or None
-    name = (model.hf_config or {}).get("_name_or_path")
-    return name if isinstance(name, str) and name else None
-
-
 def vllm_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | None:
     """``vllm serve`` for a vLLM workload's plan (``settings``: an entry's suggested settings); None for another
     engine or task, a plan without vLLM settings, or a workload that names no checkpoint (an architecture)."""
@@ -119,7 +108,7 @@ def vllm_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | Non
         return None
     if settings.get("tensor_parallel_size") is None or settings.get("max_model_len") is None:
         return None
-    model = model_name(workload)
+    model = workload.model.hf_repo() if workload.model is not None else None
     if model is None:
         return None
     version = workload.runtime.engine_version or vllm_rules.DEFAULT_VLLM_VERSION
@@ -134,7 +123,7 @@ def vllm_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | Non
         ("--max-num-seqs", settings["max_num_seqs"]),
         ("--max-num-batched-tokens", settings["max_num_batched_tokens"]),
         ("--gpu-memory-utilization", utilization),
-        ("--dtype", VLLM_DTYPES.get(precision.compute or "", "auto")),
+        ("--dtype", framework_dtype(precision.compute)),
         ("--block-size", inference.kv_block_tokens),
     ]
     notes = []
@@ -173,9 +162,12 @@ def workload_from_vllm(argv: Sequence[str], workload: Workload) -> tuple[Workloa
     args = parser.parse_args(list(argv[len(flags.command) :]))
     inference = workload.inference
     assert inference is not None
-    dtypes = {name: key for key, name in VLLM_DTYPES.items()}
     kv_dtypes = {name: key for key, name in VLLM_KV_DTYPES.items()}
-    compute = dtypes.get(args.dtype, workload.precision.compute)
+    # fp8 compute launches as bfloat16 (framework_dtype): the dtype read back is the workload's when it maps there
+    same = framework_dtype(workload.precision.compute) == args.dtype
+    compute = (
+        workload.precision.compute if same else {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}[args.dtype]
+    )
     precision = workload.precision.model_copy(
         update={"compute": compute, "kv_cache": kv_dtypes.get(args.kv_cache_dtype, compute)}
     )

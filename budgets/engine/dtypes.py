@@ -14,6 +14,16 @@ BYTES_PER_ELEMENT: dict[str, float] = {
     "mxfp4": 0.5,
 }
 
+#: The compute dtype as frameworks name it (torch, vLLM's --dtype): fp8 compute runs its matmuls on fp8 weights with
+#: bf16 activations, so the framework dtype is bfloat16; int8/int4 compute defaults to bf16 (schema.PrecisionSpec).
+FRAMEWORK_DTYPES: dict[str, str] = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "bfloat16"}
+
+
+def framework_dtype(compute: str | None) -> str:
+    """``FRAMEWORK_DTYPES`` of a workload's compute precision (bfloat16 when it has none there)."""
+    return FRAMEWORK_DTYPES.get(compute or "bf16", "bfloat16")
+
+
 QUANT_GROUP = 128  # weights per quantization group (GPTQ/AWQ-style group scales)
 
 # bitsandbytes NF4 (bitsandbytes@a06a0f6 = 0.41.0, bitsandbytes/functional.py:775 `quantize_4bit(...,

@@ -80,6 +80,11 @@ class Architecture(_Section):
         return self
 
 
+#: A Hugging Face repository id ("org/name"), matched with ``fullmatch`` (``$`` also matches before a final newline):
+#: never an option (no leading "-") nor a path on a node (no "/", "..", "~" at the start).
+HF_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?")
+
+
 class ModelRef(_Section):
     """Exactly one of preset / hf_config / architecture, plus optional exact overrides."""
 
@@ -97,6 +102,16 @@ class ModelRef(_Section):
 
     _spec: ModelSpec | None = PrivateAttr(default=None)
     _checkpoint: CheckpointWeights | None = PrivateAttr(default=None)
+
+    def hf_repo(self) -> str | None:
+        """The Hugging Face repository the model loads from: a preset's ``hf_repo``, or a config.json's
+        ``_name_or_path`` when it reads as a repository id (a user's text: never an option, a path or ``..``)."""
+        if self.preset is not None:
+            return load_presets()[self.preset].hf_repo or None
+        name = (self.hf_config or {}).get("_name_or_path")
+        if isinstance(name, str) and HF_REPO.fullmatch(name) and ".." not in name:
+            return name
+        return None
 
     @model_validator(mode="after")
     def _resolve(self) -> ModelRef:

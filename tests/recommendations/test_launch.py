@@ -91,3 +91,23 @@ def test_no_launch_without_a_checkpoint_or_for_another_engine() -> None:
     other = workload.model_copy(update={"inference": workload.inference.model_copy(update={"engine": "generic"})})
     assert vllm_launch(other, settings) is None
     assert vllm_launch(workload, {**settings, "tensor_parallel_size": None}) is None
+
+
+@pytest.mark.parametrize("name", ["--trust-remote-code", "../../etc", "org/model\n", "/models/llama", "a b"])
+def test_a_config_name_that_is_no_repository_gives_no_launch_not_an_error(name: str) -> None:
+    """A config.json's ``_name_or_path`` is the user's text: only a repository id becomes the command's model (the
+    same rule as a job's ``{model}``, ``ModelRef.hf_repo``); anything else gives no launch rather than a command
+    vLLM would read as an option or a path, or a LaunchError."""
+    config = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000,
+              "max_position_embeddings": 8192}  # fmt: skip
+    workload = Workload.model_validate(
+        {"model": {"hf_config": {**config, "_name_or_path": name}}, "inference": {"engine": "vllm"}}
+    )
+    settings = {"tensor_parallel_size": 1, "pipeline_parallel_size": 1, "replicas": 1, "max_model_len": 4096,
+                "max_num_seqs": 8, "max_num_batched_tokens": 4096}  # fmt: skip
+    assert workload.model.hf_repo() is None
+    assert vllm_launch(workload, settings) is None
+    named = workload.model_copy(update={"model": workload.model.model_copy(update={"hf_config": {**config,
+                                "_name_or_path": "org/tiny-llama"}})})  # fmt: skip
+    assert vllm_launch(named, settings).argv[2] == "org/tiny-llama"

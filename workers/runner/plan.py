@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from budgets.engine import Workload
+from budgets.engine.dtypes import framework_dtype
 
 #: Every placeholder a template may use, and what it stands for.
 PLACEHOLDERS: dict[str, str] = {
@@ -32,11 +33,8 @@ PLACEHOLDERS: dict[str, str] = {
     "device_count": "devices in the configuration",
 }
 
-_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "bfloat16"}
 #: Matched with ``fullmatch``, never ``match`` + ``$``: ``$`` also matches before a final newline ("org/model\n").
 _SAFE_VALUE = re.compile(r"[A-Za-z0-9_.:@+][A-Za-z0-9_./:@+-]{0,255}")  # never an option: no leading "-"
-#: A Hugging Face repository id ("org/name"): never a path on the node (no "/", "..", "~" at the start).
-_HF_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?")
 
 
 class PlaceholderError(ValueError):
@@ -68,19 +66,13 @@ def placeholder_values(description: Mapping[str, Any], device_count: int) -> dic
     values = {"python": sys.executable, "device_count": str(device_count)}
     values["tensor_parallel_size"] = str(workload.parallelism.tensor)
     values["pipeline_parallel_size"] = str(workload.parallelism.pipeline)
-    values["dtype"] = _DTYPES.get(workload.precision.compute or "bf16", "bfloat16")
+    values["dtype"] = framework_dtype(workload.precision.compute)
     values["kv_cache_dtype"] = "fp8" if workload.precision.kv_cache == "fp8" else "auto"
     model = workload.model
     if model is not None:
-        if model.preset:
-            from budgets.engine import load_presets
-
-            preset = load_presets().get(model.preset)
-            values["model"] = (preset.hf_repo if preset and preset.hf_repo else model.preset) or model.preset
-        elif model.hf_config and isinstance(model.hf_config.get("_name_or_path"), str):
-            name = model.hf_config["_name_or_path"]
-            if _HF_REPO.fullmatch(name) and ".." not in name:  # a user's text: a repository id or nothing
-                values["model"] = name
+        repo = model.hf_repo() or model.preset  # a preset without a repository: its id
+        if repo:
+            values["model"] = repo
     if workload.inference is not None:
         inference = workload.inference
         values["max_input_tokens"] = str(inference.max_input_tokens)
