@@ -246,7 +246,8 @@ KEPT_RECOMMENDERS = 8
 class _RecommendersCache:
     """Recommenders of the last few workloads, each with the views it was built on (held, so compared by
     identity): asking again for a workload's recommendations, with any calibration, filters or ``top``, reuses
-    its plan budgets instead of asking the engine again (the first 10 over the full catalog: 17.7–21.9 ms → 1.3–1.6 ms, ``python -m benchmarks.recommend_speed``)."""
+    its plan budgets instead of asking the engine again (the first 10 over the full catalog: 17.7–21.9 ms →
+    1.3–1.6 ms, ``python -m benchmarks.recommend_speed``)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
