@@ -41,6 +41,7 @@ from .verdicts import (
     Verdict,
     facts_key,
     judge,
+    judge_runnable,
     memory_view,
     usable_for,
 )
@@ -221,16 +222,43 @@ class Recommender:
         if found is not None and found.calibration is calibration:
             self._answers.move_to_end(key)
             return list(found.entries)
-        judged = sorted((self.judge(view, calibration) for view in views), key=lambda j: rank_key(j.entry))
+        judged = sorted(self._judged_for_page(views, calibration, top), key=lambda j: rank_key(j.entry))
         entries = tuple(self.settled(j) for j in (judged if top is None else judged[:top]))
         self._answers[key] = _Answer(calibration, tuple(views), entries)
         while len(self._answers) > ANSWERS_KEPT:
             self._answers.popitem(last=False)
         return list(entries)
 
+    def _judged_for_page(
+        self, views: Sequence[ConfigurationView], calibration: Calibration | None, top: int | None
+    ) -> list[_Judged]:
+        """What ranking the first ``top`` needs: every configuration judged; or, when at least ``top`` of them
+        run the workload, those only. ``rank_key`` puts every configuration that runs before any that does
+        not, so the page is the same, and the closest plans of the rest (most of a large model's budgets) are
+        never searched."""
+        if top is not None:
+            base = self.variants.base
+            runnable = []
+            for view in views:
+                corrections = self._corrections(view, calibration)
+                outcome = judge_runnable(view, base, corrections, self.requirements)
+                if outcome is not None:
+                    runnable.append(self._entry(view, calibration, corrections, outcome))
+            if len(runnable) >= top:
+                return runnable
+        return [self.judge(view, calibration) for view in views]
+
+    def _corrections(self, view: ConfigurationView, calibration: Calibration | None) -> Corrections:
+        return calibration.corrections_for(view.architecture, self.view_name) if calibration else Corrections()
+
     def judge(self, view: ConfigurationView, calibration: Calibration | None) -> _Judged:
-        corrections = calibration.corrections_for(view.architecture, self.view_name) if calibration else Corrections()
+        corrections = self._corrections(view, calibration)
         outcome = judge(view, self.variants.base, corrections, self.requirements)
+        return self._entry(view, calibration, corrections, outcome)
+
+    def _entry(
+        self, view: ConfigurationView, calibration: Calibration | None, corrections: Corrections, outcome: Outcome
+    ) -> _Judged:
         usable, basis = usable_for(self.workload, view)
         a = outcome.assessment
         latency = a.latency if a else None

@@ -355,9 +355,25 @@ def _closeness(a: PlanAssessment) -> tuple[bool, int]:
 
 def choose_plan(view: ConfigurationView, evaluator: Evaluator, corrections: Corrections) -> Outcome:
     """The verdict of ``evaluator``'s workload on a compatible configuration: the first plan that fits wins.
-    Judged once per configuration shape and calibration (``Evaluator.memo``)."""
+    Judged once per configuration shape and calibration (``Evaluator.memo``); a ``runnable_plan`` found
+    earlier is that verdict already."""
+    runnable = evaluator.memo_get(("runnable", view.shape(), corrections))
+    if runnable is not None:
+        return runnable
     key = ("outcome", view.shape(), corrections)
     return evaluator.memo(key, lambda: _judged(evaluator.workload, view, evaluator, corrections))
+
+
+def runnable_plan(view: ConfigurationView, evaluator: Evaluator, corrections: Corrections) -> Outcome | None:
+    """``choose_plan``'s outcome when it is ``fits`` or ``tight``, else None: a ranking that needs only the
+    configurations that run (enough of them for its page) asks this first. When none runs, no plan is
+    budgeted only to find the closest one, which is where most of a catalog's budgets go for a large model
+    (every plan's weights overflowing a small device)."""
+    judged = evaluator.memo_get(("outcome", view.shape(), corrections))
+    if judged is not None:
+        return judged if judged.verdict in (Verdict.FITS, Verdict.TIGHT) else None
+    key = ("runnable", view.shape(), corrections)
+    return evaluator.memo(key, lambda: _search_plans(evaluator.workload, view, evaluator, corrections, closest=False))
 
 
 def _judged(workload: Workload, view: ConfigurationView, evaluator: Evaluator, corrections: Corrections) -> Outcome:
@@ -369,11 +385,7 @@ def _judged(workload: Workload, view: ConfigurationView, evaluator: Evaluator, c
 def fitting_plan(view: ConfigurationView, evaluator: Evaluator, corrections: Corrections) -> Outcome | None:
     """``choose_plan``'s outcome when it is ``fits``, else None: for the what-if searches, which ask only
     whether a variant fits. When it does not, no plan is budgeted only to find the closest one."""
-    judged = evaluator.memo_get(("outcome", view.shape(), corrections))
-    if judged is not None:
-        return judged if judged.verdict == Verdict.FITS else None
-    key = ("fitting", view.shape(), corrections)
-    found = evaluator.memo(key, lambda: _search_plans(evaluator.workload, view, evaluator, corrections, closest=False))
+    found = runnable_plan(view, evaluator, corrections)
     return found if found is not None and found.verdict == Verdict.FITS else None
 
 
@@ -471,3 +483,12 @@ def judge(
     if failed:
         return Outcome(Verdict.UNSUPPORTED, None, compat_reasons(failed))
     return choose_plan(view, evaluator, corrections)
+
+
+def judge_runnable(
+    view: ConfigurationView, evaluator: Evaluator, corrections: Corrections, requirements: compat.Requirements
+) -> Outcome | None:
+    """``judge``'s outcome when the configuration runs the workload (``fits`` or ``tight``), else None."""
+    if checked(evaluator, requirements, view.facts):
+        return None
+    return runnable_plan(view, evaluator, corrections)

@@ -84,3 +84,19 @@ def test_at_most_kept_recommenders_are_kept_and_a_new_catalog_is_not_answered_fr
     services.recommend_for(spec, user=user, top=1)
     newest_views, _ = next(reversed(kept_caches.entries.values()))
     assert newest_views is not views
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_a_page_of_configurations_that_run_is_the_full_rankings_first_page(path: Path) -> None:
+    """``top`` no larger than the configurations that run is ranked from those only (the closest plans of the
+    rest are never searched), and is the same page as the full ranking's; a larger ``top`` ranks everything."""
+    workload = Workload.model_validate(json.loads(path.read_text()))
+    views = fixture_views()
+    fresh = _answers(recommend(workload, views))
+    running = sum(1 for entry in fresh if entry["verdict"] in ("fits", "tight"))
+    short = any(entry["verdict"] == "does_not_fit" for entry in fresh)
+    for top in sorted({1, 5, running, running + 1} - {0}):
+        recommender = Recommender(workload)
+        assert _answers(recommend(workload, views, top=top, recommender=recommender)) == fresh[:top], top
+        closest_searched = any(key[0] == "outcome" for key in recommender.variants.base._memo)
+        assert closest_searched == (running < top and short), top

@@ -28,11 +28,16 @@ class Preset:
     spec: ModelSpec
 
 
+#: The repository's fixtures, resolved once (``Path.resolve`` costs a few system calls, and presets are looked up
+#: on every budget and launch).
+_REPOSITORY_FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
+
+
 def _fixtures_dir() -> Path:
     override = os.environ.get("VRAMPLAN_FIXTURES_DIR")
     if override:
         return Path(override)
-    return Path(__file__).resolve().parents[3] / "fixtures"
+    return _REPOSITORY_FIXTURES
 
 
 @lru_cache(maxsize=8)
