@@ -357,7 +357,7 @@ def choose_plan(view: ConfigurationView, evaluator: Evaluator, corrections: Corr
     """The verdict of ``evaluator``'s workload on a compatible configuration: the first plan that fits wins.
     Judged once per configuration shape and calibration (``Evaluator.memo``); a ``runnable_plan`` found
     earlier is that verdict already."""
-    runnable = evaluator.memo_get(("runnable", view.shape(), corrections))
+    runnable: Outcome | None = evaluator.memo_get(("runnable", view.shape(), corrections))
     if runnable is not None:
         return runnable
     key = ("outcome", view.shape(), corrections)
