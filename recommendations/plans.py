@@ -163,7 +163,9 @@ def _training_plans(workload: Workload, tensor: int, pipeline: int, data: int) -
     assert workload.training is not None
     own = workload.training.activation_checkpointing
     recomputes = [None] if own == RECOMPUTE_FULL else [None, RECOMPUTE_FULL]
-    stages = range(4) if data > 1 else [0]  # ZeRO over one replica shards nothing
+    # offloading to the CPU runs on ZeRO / FSDP: at least the stage the offload needs (schema: training.cpu_offload)
+    least = {"none": 0, "optimizer": 1, "parameters": 3}[workload.training.cpu_offload]
+    stages = range(least, 4) if data > 1 else [least]  # ZeRO over one replica shards nothing
     return [Plan(tensor, pipeline, data, zero, recompute) for recompute in recomputes for zero in stages]
 
 

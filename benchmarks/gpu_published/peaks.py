@@ -27,7 +27,10 @@ HERE = Path(__file__).resolve().parent
 GIB = 2**30
 TARGET_PCT = 10.0
 TARGET_SHARE = 0.8
-GROUPS = ("training", "hf-inference")
+GROUPS = ("training", "hf-inference", "frameworks")
+#: groups whose share within target decides the exit status; "frameworks" (torchtune, torchtitan, Unsloth, FSDP
+#: offload: issue 17) is a report, each record judged against its own target (`target_pct`: the issue's 10 % or 15 %)
+JUDGED_GROUPS = ("training", "hf-inference")
 VIEW_KEYS = {"allocated": "framework_allocated", "reserved": "framework_reserved", "device_used": "device_used"}
 
 
@@ -87,7 +90,8 @@ def compare(record: dict[str, Any]) -> dict[str, Any]:
         "low_gib": view["low"] / GIB,
         "high_gib": view["high"] / GIB,
         "error_pct": error_pct,
-        "within": abs(error_pct) <= TARGET_PCT,
+        "target_pct": record.get("target_pct", TARGET_PCT),
+        "within": abs(error_pct) <= record.get("target_pct", TARGET_PCT),
         "inside": view["low"] <= measured <= view["high"],
         "bound_gib": None if bound is None else bound / GIB,
         "inconsistent": bound is not None and measured < bound,
@@ -125,13 +129,15 @@ def inconsistent_line(rows: list[dict[str, Any]], label: str) -> str:
 
 def summary(rows: list[dict[str, Any]], label: str, judged: bool = False) -> str:
     within = sum(r["within"] for r in rows)
+    targets = sorted({r["target_pct"] for r in rows}) or [TARGET_PCT]
+    target = " or ".join(f"{t:g}" for t in targets)
     inside = sum(r["inside"] for r in rows)
     errors = sorted(abs(r["error_pct"]) for r in rows)
     median = f"{errors[len(errors) // 2]:.1f} %" if errors else "—"
     largest = f"{errors[-1]:.1f} %" if errors else "—"
     verdict = f" (target ≥ {TARGET_SHARE:.0%}: {'met' if meets_target(rows) else 'MISSED'})" if judged else ""
     return (
-        f"{label}: {len(rows)} records; within ±{TARGET_PCT:g} %: {within}/{len(rows)}{verdict};"
+        f"{label}: {len(rows)} records; within ±{target} %: {within}/{len(rows)}{verdict};"
         f" measured inside low–high: {inside}/{len(rows)}; median |error| {median}; max |error| {largest}"
     )
 
@@ -147,11 +153,14 @@ def report(rows: list[dict[str, Any]]) -> tuple[list[str], bool]:
         parts = {"tuning": [r for r in counted if not r["holdout"]], "hold-out": [r for r in counted if r["holdout"]]}
         lines += ["", f"== {group} ==", *table(members), ""]
         lines += [summary(part, f"{group} {label}") for label, part in parts.items()]
-        lines.append(summary(counted, f"{group} all", judged=True))
+        judged = group in JUDGED_GROUPS
+        lines.append(summary(counted, f"{group} all", judged=judged))
         if group == "training":
             for label, held in (("tuning", False), ("hold-out", True)):
                 lines.append(inconsistent_line([r for r in members if r["holdout"] == held], f"{group} {label}"))
-        ok = ok and meets_target(counted)
+        if group == "frameworks":
+            lines.append("frameworks: a report; each record within its own target (target_pct), not judged as a group")
+        ok = ok and (meets_target(counted) or not judged)
     return lines, ok
 
 

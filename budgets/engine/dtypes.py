@@ -52,6 +52,15 @@ def nbytes(precision: str) -> float:
     return BYTES_PER_ELEMENT[precision]
 
 
-def stored_bytes_per_weight(precision: str) -> float:
-    """Bytes one weight takes on the device, its share of the block scales included."""
+#: NF4 with double quantization (bitsandbytes functional.py:873-885 `compress_statistics=True`, what Unsloth's loader
+#: asks for: unsloth/models/llama.py:1626-1631 at 400d995): a uint8 absmax per 64 weights and an fp32 absmax per 256
+#: of them (the 256-entry code per tensor is negligible)
+NF4_DOUBLE_QUANT_SCALE_BYTES = 1 / NF4_BLOCK + NF4_ABSMAX_BYTES / (NF4_BLOCK * 256)
+
+
+def stored_bytes_per_weight(precision: str, double_quant: bool = False) -> float:
+    """Bytes one weight takes on the device, its share of the block scales included (``double_quant``: NF4's
+    absmax itself quantized)."""
+    if precision == "nf4" and double_quant:
+        return nbytes(precision) + NF4_DOUBLE_QUANT_SCALE_BYTES
     return nbytes(precision) + SCALE_BYTES_PER_WEIGHT.get(precision, 0.0)

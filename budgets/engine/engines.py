@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from . import vllm
+from . import sglang, vllm
 
-EngineName = Literal["vllm", "transformers", "generic"]
+EngineName = Literal["vllm", "sglang", "transformers", "generic"]
 # the training code whose layers are modelled (profiles/: transformers + peft, lit-gpt at 8641822)
-TrainingFramework = Literal["transformers", "litgpt"]
+TrainingFramework = Literal["transformers", "litgpt", "torchtune", "torchtitan", "unsloth"]
 DEFAULT_TRAINING_FRAMEWORK: TrainingFramework = "transformers"
 KvCacheLayout = Literal["paged", "contiguous", "dynamic"]
 DEFAULT_ENGINE: EngineName = "vllm"
@@ -37,12 +37,7 @@ UNPROFILED_ENGINES: dict[str, str] = {
         "NVIDIA NIM for LLMs launches one backend per model profile, chosen at container start-up: vllm, sglang or"
         " trtllm, named first in the profile (<backend>-<precision>-tp<N>-pp1; https://docs.nvidia.com/nim/"
         "large-language-models/latest/deployment/model-profiles-and-selection.html). Name that backend as the engine:"
-        " 'vllm' for a vllm-* profile; sglang and TensorRT-LLM have no profile here yet"
-    ),
-    "sglang": (
-        "SGLang has no profile here yet: its static pool is mem_fraction_static of the device's memory, with a"
-        " token-to-KV pool and CUDA-graph memory of its own (issue 17). 'vllm' budgets a paged-KV server of the same"
-        " model and settings; its pool differs"
+        " 'vllm' for a vllm-* profile, 'sglang' for an sglang-* profile; TensorRT-LLM has no profile here yet"
     ),
 }
 
@@ -53,12 +48,18 @@ class ServingEngine:
     label: str  # how answers name it ("vLLM")
     default_layout: KvCacheLayout
     layouts: tuple[KvCacheLayout, ...]  # the KV layouts it runs
-    preallocated_pool: bool  # sizes a KV pool from the device at start-up (`vllm.py`'s pool arithmetic)
+    preallocated_pool: bool  # sizes a KV pool from the device at start-up (`vllm.py`, `sglang.py`)
     need_view: str  # the measurement view (measurements.acceptance.VIEWS) a run on CUDA is judged by
     default_version: str | None  # the release whose rules apply when runtime.engine_version is absent
-    utilization: Callable[[str], float]  # gpu_memory_utilization default for a release
+    # gpu_memory_utilization default for a release; None: it depends on the device, resolved by the stage
+    utilization: Callable[[str], float | None]
+    # the vLLM rule max_num_batched_tokens ≥ max_num_seqs applies (SGLang's chunk has no such rule)
+    batched_covers_seqs: bool = True
+    own_settings: tuple[str, ...] = ()  # inference fields only this engine reads ("cuda_graph_max_bs")
+    # why a runtime.engine_version cannot be budgeted (None: it can); None: every release is
+    version_refusal: Callable[[str], str | None] | None = None
 
-    def default_utilization(self, version: str | None) -> float:
+    def default_utilization(self, version: str | None) -> float | None:
         return self.utilization(version or self.default_version or "")
 
 
@@ -86,6 +87,20 @@ ENGINES: dict[str, ServingEngine] = {
         need_view="vllm_need",
         default_version=vllm.DEFAULT_VLLM_VERSION,
         utilization=vllm.default_gpu_memory_utilization,
+    ),
+    # mem_fraction_static by GPU memory and parallelism (sglang.server_defaults), so no default here
+    "sglang": ServingEngine(
+        name="sglang",
+        label="SGLang",
+        default_layout="paged",
+        layouts=("paged",),
+        preallocated_pool=True,
+        need_view="device_used",
+        default_version=sglang.SGLANG_VERSION,
+        utilization=lambda _version: None,
+        batched_covers_seqs=False,
+        own_settings=("cuda_graph_max_bs",),
+        version_refusal=sglang.version_refusal,
     ),
     # the transformers profiles pick their own default release (profiles/transformers.py)
     "transformers": _generate_engine("transformers", "transformers", "dynamic"),

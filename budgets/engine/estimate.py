@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from . import parallel, profiles, vllm
+from . import frameworks, parallel, profiles, vllm
 from .budget import (
     COMPONENT_NAMES,
     ZERO,
@@ -35,7 +35,7 @@ from .custom import custom_budget
 from .device import Device
 from .dtypes import nbytes
 from .engines import engine
-from .inference import inference_stage
+from .inference import inference_stage, serving_assumptions
 from .models.parameters import ParameterCount, parameter_count
 from .models.spec import ModelSpec
 from .phases import StagePhases
@@ -95,12 +95,14 @@ def estimate(
     db = peaks.budget(_notes(w, peaks.stage, runtime_note, gpu))
     serving = vllm.tightest(plans) if plans else None
     assumptions = _assumptions(w, stage_name, total_params)
+    if peaks.stage.host_bytes:
+        per_node = min(w.parallelism.devices, 8)
+        assumptions += (
+            f"host RAM instead of device memory, per process: {peaks.stage.host_note}"
+            f" ({per_node} process{'es' if per_node > 1 else ''} per node counted in host.ram_bytes)",
+        )
     if serving is not None and w.inference is not None:
-        version = w.runtime.engine_version or vllm.DEFAULT_VLLM_VERSION
-        assumptions += (vllm.describe(serving, w.inference.gpu_memory_utilization or 0.9, version),)
-        asked = vllm.concurrency_sentence(serving, w.inference.concurrent_sessions, w.inference.max_request_tokens)
-        if asked:
-            assumptions += (asked,)
+        assumptions += serving_assumptions(w, serving, gpu)
     plan = {
         "tensor": par.tensor,
         "pipeline": par.pipeline,
@@ -114,7 +116,7 @@ def estimate(
         device=device,
         devices=par.devices,
         per_device=db,
-        host=_host(w, spec, total_params, db.total_bytes),
+        host=_host(w, spec, total_params, db.total_bytes, peaks.stage.host_bytes),
         assumptions=assumptions,
         plan=plan,
         serving=serving,
@@ -144,6 +146,7 @@ def model_weight_bytes(workload: Workload) -> int:
         w.precision.weights,
         w.model.weights_bytes if w.model else None,
         total_params,
+        w.nf4_double_quant,
     )
     return value
 
@@ -167,6 +170,7 @@ def _stage_phases(
         w.precision.weights,
         w.model.weights_bytes if w.model else None,
         total_params,
+        w.nf4_double_quant,
     )
     # an unsplit device in a plain dtype holds exactly the model's parameters × the dtype's bytes
     if (
@@ -309,8 +313,9 @@ def _notes(
     return notes
 
 
-def _host(w: Workload, spec: ModelSpec, total_params: int, device_total_bytes: int) -> HostBudget:
-    """Host RAM (loading the checkpoint, per process on the node) and disk (checkpoint, conversions)."""
+def _host(w: Workload, spec: ModelSpec, total_params: int, device_total_bytes: int, offloaded: int = 0) -> HostBudget:
+    """Host RAM (loading the checkpoint, per process on the node, and what each process keeps there instead of on
+    its device: ``offloaded``, the busiest stage's) and disk (checkpoint, conversions)."""
     ckpt_prec = w.precision.weights if w.precision.weights in ("fp32", "bf16", "fp16") else "bf16"
     checkpoint = int(total_params * nbytes(ckpt_prec))
     if w.model and w.model.weights_bytes and w.precision.weights in ("fp32", "bf16", "fp16"):
@@ -333,7 +338,8 @@ def _host(w: Workload, spec: ModelSpec, total_params: int, device_total_bytes: i
         )
     processes_per_node = min(w.parallelism.devices, 8)
     return HostBudget(
-        ram_bytes=host_mod.host_ram(w.runtime.device, checkpoint, processes_per_node, device_total_bytes),
+        ram_bytes=host_mod.host_ram(w.runtime.device, checkpoint, processes_per_node, device_total_bytes)
+        + processes_per_node * offloaded,
         disk_bytes=host_mod.disk(checkpoint, converted, train_ckpt),
     )
 
@@ -420,6 +426,14 @@ def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, 
             _training_assumptions(p.gradients, bool(p.master_weights), t.optimizer, t.optimizer_impl, w.runtime.device)
         )
         out.append(dropout_assumption(w))
+        if t.framework not in ("transformers",) or t.fused_loss:
+            out.append(frameworks.framework_profile(t.framework).describe())
+        if frameworks.fused_loss(t.framework, t.fused_loss):
+            out.append(
+                "fused linear cross-entropy: no logits stored; the log-sum-exp per token, and the hidden states'"
+                " gradient at the loss's backward"
+                + (" (Unsloth's default: set fused_loss false for the unfused loss)" if t.fused_loss is None else "")
+            )
         if w.parallelism.pipeline > 1:
             out.append(f"pipeline 1F1B: the {stage_name} stage is the busiest")
     elif w.inference is not None:

@@ -1,20 +1,22 @@
-"""Inference stages: transformers/generic `generate` (prefill, decode, sample) and the vLLM server.
+"""Inference stages: transformers/generic `generate` (prefill, decode, sample), the vLLM and the SGLang servers.
 
 generate prefills all prompts together, then decodes one token per step over a KV cache that is either
 preallocated (contiguous StaticCache, paged blocks) or grown by torch.cat (dynamic); what the engine's
 generate loop holds on top of the model comes from its implementation profile (`profiles/`). vLLM
 preallocates a KV pool sized from the device's memory; its accounting lives in `vllm.py`, the stage here
-only wires the workload to it.
+only wires the workload to it. SGLang likewise (`sglang.py`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import parallel, profiles, vllm
-from .budget import Range
+from . import parallel, profiles, sglang, vllm
+from .budget import Range, ServingPlan
 from .components import activations as act
 from .components import kv_cache as kv
+from .components import runtime as rt
+from .components import workspace as ws
 from .device import Device
 from .dtypes import nbytes
 from .engines import engine
@@ -31,6 +33,8 @@ VLLM_CUDA_GRAPHS = Range(0, vllm.CUDA_GRAPH_ESTIMATE_BYTES, vllm.CUDA_GRAPH_HIGH
 def inference_stage(w: Workload, stage: parallel.Stage, weights: Range, device: Device) -> StagePhases:
     """The stage's phases under the workload's serving engine."""
     assert w.inference is not None
+    if w.inference.engine == "sglang":
+        return sglang_stage(w, stage, weights, device)
     if engine(w.inference.engine).preallocated_pool:
         return vllm_stage(w, stage, weights, device)
     return generate_stage(w, stage, weights)
@@ -305,6 +309,127 @@ def vllm_stage(w: Workload, stage: parallel.Stage, weights: Range, device: Devic
             f"MXFP4 experts in vLLM's {vllm.mxfp4_layout(compute_capability)} layout: +{marlin:,} B over the"
             " checkpoint; the low end is the Triton kernels' (no padding)"
         )
+    out.transient_for_fragmentation = activations.bytes
+    out.live_tensors = param_tensors(spec, stage.layers, fused_experts=True)
+    return out
+
+
+def serving_assumptions(w: Workload, plan: ServingPlan, device: Device) -> tuple[str, ...]:
+    """The budget's lines on the serving engine's pool: its rule and defaults, and whether the asked sessions fit."""
+    assert w.inference is not None
+    inf = w.inference
+    if inf.engine == "sglang":
+        version = w.runtime.engine_version or sglang.SGLANG_VERSION
+        defaults = _sglang_defaults(w, device)
+        lines = [sglang.describe(plan, defaults, version, _sglang_start_used(w, device))]
+        asked = sglang.concurrency_sentence(plan, inf.concurrent_sessions, inf.max_request_tokens)
+    else:
+        version = w.runtime.engine_version or vllm.DEFAULT_VLLM_VERSION
+        lines = [vllm.describe(plan, inf.gpu_memory_utilization or 0.9, version)]
+        asked = vllm.concurrency_sentence(plan, inf.concurrent_sessions, inf.max_request_tokens)
+    return tuple(lines + ([asked] if asked else []))
+
+
+# --- SGLang -------------------------------------------------------------------------------------
+
+# CUDA graphs of an SGLang server, captured after the pool from the (1 − mem_fraction_static) reserve and not in its
+# arithmetic: 0.6 GB for Llama-3-8B at TP2 on H200 (sgl-project/sglang PR #7873), 0.54 GB with EAGLE/FA3
+# (issue #10088), 6.19 GB for Llama-4-Maverick with FA3 (issue #8538): expected 0.6, high 6.19 GiB
+SGLANG_CUDA_GRAPHS = Range(0, int(0.6 * GIB), int(6.19 * GIB))
+
+
+def _sglang_defaults(w: Workload, device: Device) -> sglang.ServerDefaults:
+    assert w.inference is not None
+    inf, par = w.inference, w.parallelism
+    return sglang.server_defaults(
+        w.spec,
+        device.memory_bytes,
+        device.name,
+        par.tensor,
+        par.pipeline,
+        inf.gpu_memory_utilization,
+        inf.max_num_batched_tokens,
+        inf.cuda_graph_max_bs,
+    )
+
+
+def _sglang_start_used(w: Workload, device: Device) -> int:
+    """What a GPU holds before SGLang loads the model: the CUDA context (the runtime component's figure) and, with
+    TP/PP > 1, the NCCL buffers of torch.distributed init (the workspace component's figure): SGLang measures free
+    memory after both (model_runner.py:999-1004)."""
+    par = w.parallelism
+    context, _ = rt.cuda_context(w.runtime.device, w.runtime.cuda_version_tuple, device.name, device.compute_capability)
+    return context.bytes + ws.nccl(w.runtime.device, par.tensor, par.pipeline, 1).bytes
+
+
+def sglang_stage(w: Workload, stage: parallel.Stage, weights: Range, device: Device) -> StagePhases:
+    """SGLang: weights + the token-to-KV pool inside mem_fraction_static × free memory at start; activations, CUDA
+    graphs and the request pool in the rest (budgets/engine/sglang.py)."""
+    assert w.inference is not None
+    spec, inf = w.spec, w.inference
+    assert inf.max_model_len is not None
+    d = nbytes(w.precision.compute or "bf16")
+    kv_prec = w.precision.kv_cache or "bf16"
+    b, longest = inf.concurrent_sessions, inf.max_request_tokens
+    defaults = _sglang_defaults(w, device)
+    page = inf.kv_block_tokens if "kv_block_tokens" in inf.model_fields_set else 1
+    cell = sglang.cell(spec, stage.tensor, stage.first_layer, stage.layers, kv_prec, w.precision.compute or "bf16")
+    start_used = _sglang_start_used(w, device)
+    pool_in = sglang.PoolInputs(
+        device_memory_bytes=device.memory_bytes,
+        start_used_bytes=start_used,
+        weights_bytes=weights.bytes,
+        cell=cell,
+        mem_fraction_static=defaults.mem_fraction_static,
+        page_size=page,
+        context_len=inf.max_model_len,
+        longest_request=longest,
+        sessions=b,
+        max_running_requests=inf.max_num_seqs,
+        chunked_prefill_size=defaults.chunked_prefill_size,
+    )
+    needed = cell.bytes_per_token * longest * b + cell.mamba_bytes_per_request * b
+    out = StagePhases(stage.name, preallocated=True)
+    out.serving = plan = sglang.serving_plan(pool_in, needed)
+    running = plan.max_num_seqs or inf.max_num_seqs or 1
+    # SGLang does not profile activations: its reserve must hold them. The forward over one chunked-prefill chunk,
+    # by the shape formula of vLLM's profile run (fused qkv and gate_up; no sampler term)
+    forward, _ = vllm.profile_activations(
+        spec, stage.tensor, defaults.chunked_prefill_size, running, d, False, vllm.DEFAULT_VLLM_VERSION
+    )
+    activations = Range.spread(forward, *ACTIVATION_BAND_CUDA)
+    requests = Range.exact(sglang.request_pool_bytes(running, inf.max_model_len))
+    kv_value = Range.exact(needed)
+    kv_note = (
+        f"SGLang KV the workload needs: {b} × {longest} tokens; {cell.bytes_per_token:,} B/token/device ({cell.kind}"
+        + (f", {cell.swa_layers} sliding-window layers in their own pool" if cell.swa_layers else "")
+        + (
+            f", {cell.mamba_bytes_per_request:,} B of recurrent state per request"
+            if cell.mamba_bytes_per_request
+            else ""
+        )
+        + f"); SGLang needs T ≥ {sglang.needed_device_memory(pool_in, needed) / GIB:,.2f} GiB to hold it"
+    )
+    if plan.kv_pool_bytes is not None:
+        pool = plan.kv_pool_bytes
+        kv_value = Range(min(needed, pool), max(pool, needed), max(pool, needed)) if plan.starts else kv_value
+        kv_note = (
+            f"SGLang KV pool = free after weights − free at start × (1 − {defaults.mem_fraction_static:g}) ="
+            f" {pool:,} B ({plan.kv_pool_tokens:,} tokens, page {page}, {cell.bytes_per_token:,} B/token/device,"
+            f" {cell.kind}); the workload needs {needed:,} B" + (f"; {plan.reason}" if plan.reason else "")
+        )
+    out.fixed["weights"] = weights
+    out.phases["serve"] = {"kv_cache": kv_value, "activations": activations}
+    out.fixed["workspace"] = SGLANG_CUDA_GRAPHS + requests
+    out.notes["kv_cache"] = kv_note
+    out.notes["activations"] = (
+        f"SGLang forward over one chunked-prefill chunk of {defaults.chunked_prefill_size} tokens {forward:,} B"
+        " (outside the static share, in the (1 − mem_fraction_static) reserve)"
+    )
+    out.notes["workspace"] = (
+        f"CUDA graphs up to batch {defaults.cuda_graph_max_bs} (published 0.54–6.19 GiB); request-to-token pool"
+        f" {running} × ({inf.max_model_len} + 4) int32 = {requests.bytes:,} B"
+    )
     out.transient_for_fragmentation = activations.bytes
     out.live_tensors = param_tensors(spec, stage.layers, fused_experts=True)
     return out

@@ -31,6 +31,8 @@ class StagePhases:
     live_tensors: int = 0
     preallocated: bool = False
     serving: ServingPlan | None = None
+    host_bytes: int = 0  # what this stage's process keeps in host RAM instead (offloads, paged states)
+    host_note: str = ""  # which, with their bytes
 
 
 def param_tensors(spec: ModelSpec, layers: int, fused_experts: bool = False) -> int:

@@ -23,6 +23,7 @@ from .engines import (
     TrainingFramework,
     engine,
 )
+from .frameworks import FRAMEWORKS, names_with
 from .models.checkpoint import CheckpointWeights, read_checkpoint
 from .models.hf_config import UnsupportedModelError, from_hf_config
 from .models.presets import close_preset_ids, load_presets
@@ -231,13 +232,22 @@ class InferenceSpec(_Section):
         + ", ".join(f"{e.default_layout} for {n}" for n, e in ENGINES.items())
         + ")",
     )
-    kv_block_tokens: int = Field(16, ge=1, le=4096, description="paged layout only")
+    kv_block_tokens: int = Field(
+        16,
+        ge=1,
+        le=4096,
+        description="paged layout only: vLLM's block size; SGLang: --page-size (the pool is rounded down to whole"
+        " pages), SGLang's default 1 when this field is not given",
+    )
     gpu_memory_utilization: float | None = Field(
         None,
         gt=0.0,
         le=1.0,
         description="engines with a preallocated KV pool: the fraction of device memory the engine claims; default"
-        " by engine and runtime.engine_version (vLLM: 0.90 before 0.21, 0.92 from 0.21)",
+        " by engine and runtime.engine_version (vLLM: 0.90 before 0.21, 0.92 from 0.21). SGLang:"
+        " --mem-fraction-static, the share of the memory free at start-up that weights and KV pool may take;"
+        " default by GPU memory and parallelism (SGLang 0.5.10.post1 server_args.py:1281-1334, e.g. 0.830 on an"
+        " H100 80GB at TP1), resolved with the device and named in the budget's assumptions",
     )
     max_model_len: int | None = Field(
         None,
@@ -251,14 +261,25 @@ class InferenceSpec(_Section):
         ge=1,
         le=MAX_SESSIONS,
         description="requests per scheduler step; default by engine, version and GPU class (vLLM: 1024 on ≥70 GiB"
-        " non-A100 GPUs, else 256)",
+        " non-A100 GPUs, else 256). SGLang: --max-running-requests; default from the pool (clamp(pool tokens /"
+        " max_model_len × 512, 2048, 4096), at most pool tokens // 2)",
     )
     max_num_batched_tokens: int | None = Field(
         None,
         ge=1,
         le=MAX_TOKENS,
         description="tokens per scheduler step (the profiling batch); default by engine, version and GPU class"
-        " (vLLM: 8192 on ≥70 GiB non-A100 GPUs, 16384 on ≥160 GiB from 0.33, else 2048)",
+        " (vLLM: 8192 on ≥70 GiB non-A100 GPUs, 16384 on ≥160 GiB from 0.33, else 2048). SGLang:"
+        " --chunked-prefill-size, default by GPU memory (2048 below 35 GiB, 4096 below 60 GiB, 8192 below 160 GiB,"
+        " else 16384); it enters SGLang's default mem_fraction_static",
+    )
+    cuda_graph_max_bs: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_SESSIONS,
+        description="SGLang only: --cuda-graph-max-bs, the largest decode batch captured in a CUDA graph; default by"
+        " GPU memory and tensor degree (8 below 20 GiB; 24/80 below 35 GiB; 32/160 below 60 GiB; 256/512 below"
+        " 160 GiB, for tensor < 4 / ≥ 4; else 512); it enters SGLang's default mem_fraction_static",
     )
 
     @field_validator("engine", mode="before")
@@ -269,7 +290,9 @@ class InferenceSpec(_Section):
             name = value.lower().replace("_", "-")
             name = {"trtllm": "tensorrt-llm", "trt-llm": "tensorrt-llm", "tensorrt": "tensorrt-llm"}.get(name, name)
             if name in UNPROFILED_ENGINES:
-                raise ValueError(f"{UNPROFILED_ENGINES[name]} (engines with a profile: vllm, transformers, generic)")
+                raise ValueError(
+                    f"{UNPROFILED_ENGINES[name]} (engines with a profile: vllm, sglang, transformers, generic)"
+                )
         return value
 
     @field_validator("max_model_len")
@@ -285,9 +308,11 @@ class InferenceSpec(_Section):
     @field_validator("max_num_batched_tokens")
     @classmethod
     def _check_batched_tokens(cls, value: int | None, info: ValidationInfo) -> int | None:
-        # vLLM's SchedulerConfig refuses a step budget below its sequence budget
+        # vLLM's SchedulerConfig refuses a step budget below its sequence budget (SGLang's chunk has no such rule)
         seqs = info.data.get("max_num_seqs")
-        if value is not None and seqs is not None and value < seqs:
+        name = info.data.get("engine")
+        covers = name is None or name not in ENGINES or engine(name).batched_covers_seqs
+        if value is not None and seqs is not None and value < seqs and covers:
             raise ValueError(f"max_num_batched_tokens ({value}) must be at least max_num_seqs ({seqs})")
         return value
 
@@ -302,6 +327,10 @@ class InferenceSpec(_Section):
             raise ValueError(f"engine {serving.name!r} uses kv_cache_layout {' or '.join(map(repr, serving.layouts))}")
         if self.max_model_len is None:
             self.max_model_len = self.max_request_tokens
+        for name in ("cuda_graph_max_bs",):
+            if getattr(self, name) is not None and name not in serving.own_settings:
+                owners = [e.name for e in ENGINES.values() if name in e.own_settings]
+                raise ValueError(f"{name} is a setting of engine {' or '.join(map(repr, owners))} only")
         return self
 
     @property
@@ -331,8 +360,18 @@ class LoraSpec(_Section):
 class TrainingSpec(_Section):
     micro_batch_size: int = Field(1, ge=1, le=MAX_SESSIONS, description="sequences per device per step")
     sequence_length: int = Field(2048, ge=1, le=MAX_TOKENS, description="tokens per sequence")
-    optimizer: Literal["adamw", "adamw_8bit", "sgd", "sgd_momentum", "adafactor", "lion"] = "adamw"
-    activation_checkpointing: Literal["none", "selective", "full"] = "none"
+    optimizer: Literal["adamw", "adamw_8bit", "paged_adamw_8bit", "sgd", "sgd_momentum", "adafactor", "lion"] = Field(
+        "adamw",
+        description="paged_adamw_8bit: bitsandbytes' PagedAdamW8bit (torchtune's single-device full fine-tune"
+        " default), whose 8-bit states live in CUDA managed memory outside PyTorch's allocator and page to host"
+        " RAM under pressure: budgeted in host RAM, not on the device",
+    )
+    activation_checkpointing: Literal["none", "selective", "selective_op", "full"] = Field(
+        "none",
+        description="selective: Megatron's (recompute the attention core only); selective_op: torchtitan's per-op"
+        " selective checkpointing (saves the outputs of every other matmul and of the attention kernel, recomputes"
+        " the rest); full: every layer recomputed from its input",
+    )
     method: Literal["full", "lora", "qlora"] = "full"
     lora: LoraSpec = Field(default_factory=LoraSpec)
     loss_chunks: int = Field(
@@ -353,15 +392,58 @@ class TrainingSpec(_Section):
     )
     framework: TrainingFramework = Field(
         DEFAULT_TRAINING_FRAMEWORK,
-        description="the training code whose layers are modelled: transformers (+ peft for LoRA), or lit-gpt"
-        " (commit 8641822: fused qkv, RMSNorm in the compute dtype, LM head in 128-position chunks); the"
-        " budget names its implementation profile",
+        description="the training code: transformers (+ peft for LoRA; HF Trainer and TRL run it), lit-gpt"
+        " (commit 8641822: fused qkv, RMSNorm in the compute dtype, LM head in 128-position chunks), torchtune"
+        " (0.6.1), torchtitan (0.2.0) or unsloth (2024.12); the budget names its profile and what each"
+        " framework-specific setting below does (budgets/engine/frameworks.py)",
+    )
+    optimizer_in_backward: bool = Field(
+        False,
+        description="torchtune's optimizer_in_bwd: each parameter is stepped and its gradient freed as soon as the"
+        " gradient is accumulated, so the gradients are never all alive (full fine-tuning with torchtune only)",
+    )
+    activation_offloading: bool = Field(
+        False,
+        description="with full checkpointing, every layer's checkpointed input is copied to host RAM in the forward"
+        " and back in the backward (torchtune's enable_activation_offloading; Unsloth's use_gradient_checkpointing"
+        " 'unsloth'): the device keeps a few, host RAM holds the rest",
+    )
+    fused_loss: bool | None = Field(
+        None,
+        description="the output projection and cross-entropy fused (Apple's cut cross-entropy, Liger's fused linear"
+        " cross-entropy): no logits are materialized; default (null): Unsloth's Llama forward fuses them, others do"
+        " not",
+    )
+    cpu_offload: Literal["none", "optimizer", "parameters"] = Field(
+        "none",
+        description="optimizer: the optimizer states, master weights and reduced gradients in host RAM and the step"
+        " on the CPU (DeepSpeed ZeRO-Offload, zero_stage ≥ 1); parameters: the parameters too, gathered to the"
+        " device a layer at a time (FSDP CPUOffload(offload_params=True), ZeRO-3 offload_param; zero_stage 3)."
+        " Host RAM and PCIe then carry the step: the budget's host side holds them",
     )
 
     @model_validator(mode="after")
     def _check(self) -> TrainingSpec:
         if self.micro_batch_size * self.sequence_length > MAX_TOKENS:
             raise ValueError(f"micro_batch_size × sequence_length must be at most {MAX_TOKENS} tokens")
+        profile = FRAMEWORKS[self.framework]
+        if self.optimizer_in_backward and (not profile.optimizer_in_backward or self.method != "full"):
+            raise ValueError(
+                "optimizer_in_backward steps each parameter in its gradient hook, for full fine-tuning: set framework"
+                f" {names_with('optimizer_in_backward')} and method 'full', or leave it false"
+            )
+        if self.activation_offloading and (
+            self.activation_checkpointing != "full" or not profile.activation_offloading
+        ):
+            raise ValueError(
+                "activation_offloading offloads the checkpointed layer inputs: it needs activation_checkpointing"
+                f" 'full' and framework {names_with('activation_offloading')} (the frameworks that implement it)"
+            )
+        if self.fused_loss and not profile.fused_loss:
+            raise ValueError(
+                "fused_loss is a fused linear cross-entropy (Unsloth's cut cross-entropy, Liger's kernels under"
+                f" transformers): set framework {names_with('fused_loss')}, or leave it unset"
+            )
         return self
 
 
@@ -398,8 +480,9 @@ class RuntimeSpec(_Section):
         None,
         max_length=32,
         description="version of the serving or training stack, e.g. '0.11.0' for vLLM, '5.24.0' for transformers"
-        " (training runs transformers); default: the release the engine models (vLLM 0.11.0, transformers"
-        " 5.24.0); the budget names the implementation profile it used",
+        " (training runs transformers); default: the release the engine models (vLLM 0.11.0, SGLang 0.5.10.post1,"
+        " transformers 5.24.0); the budget names the implementation profile it used. SGLang: 0.5.3 and later 0.5.x"
+        " releases are budgeted by the 0.5.10.post1 profile (the budget says so); other releases are refused",
     )
 
     bitsandbytes_version: str | None = Field(
@@ -460,6 +543,12 @@ class Workload(_Section):
     custom: CustomSpec | None = Field(None, description="task custom: required")
     acceptance: AcceptanceSpec = Field(default_factory=AcceptanceSpec)
 
+    @property
+    def nf4_double_quant(self) -> bool:
+        """NF4 weights whose absmax is quantized too: what Unsloth's loader asks bitsandbytes for (``frameworks.py``);
+        a checkpoint's own quantization_config is read exactly instead (`models/quantization.py`)."""
+        return self.precision.weights == "nf4" and self.training is not None and self.training.framework == "unsloth"
+
     @model_validator(mode="after")
     def _cross(self) -> Workload:
         if self.task == "custom":
@@ -472,6 +561,11 @@ class Workload(_Section):
             self.inference = InferenceSpec()
         if self.inference is not None:
             _resolve_engine_defaults(self.inference, self.runtime)
+            serving = engine(self.inference.engine)
+            if serving.version_refusal is not None and self.runtime.engine_version is not None:
+                refusal = serving.version_refusal(self.runtime.engine_version)
+                if refusal:
+                    raise ValueError(refusal)
         if self.task == "training" and self.training is None:
             self.training = TrainingSpec()
         _apply_checkpoint(self.model, self.precision)
@@ -492,6 +586,34 @@ class Workload(_Section):
                 raise ValueError("training.method 'qlora' needs precision.weights 'nf4' or 'int4'")
             if par.sequence_parallel and par.tensor == 1:
                 raise ValueError("parallelism.sequence_parallel needs parallelism.tensor > 1")
+            framework = FRAMEWORKS[self.training.framework]
+            profiled, version = framework.release, self.runtime.engine_version
+            if framework.pinned_release and version not in (None, profiled):
+                raise ValueError(
+                    f"runtime.engine_version {version!r}: {self.training.framework}'s profile was read from"
+                    f" {profiled} only, and nothing here says what changed in other releases; give {profiled!r} or"
+                    " leave it unset"
+                )
+            offload = self.training.cpu_offload
+            if offload != "none" and par.zero_stage < (3 if offload == "parameters" else 1):
+                raise ValueError(
+                    f"training.cpu_offload {offload!r} needs parallelism.zero_stage"
+                    f" {'3 (FSDP full sharding, ZeRO-3)' if offload == 'parameters' else '≥ 1 (ZeRO-Offload)'}"
+                )
+            cuda_only = (
+                "training.optimizer paged_adamw_8bit",
+                "training.activation_offloading",
+                "training.cpu_offload",
+            )
+            if self.runtime.device == "cpu" and (
+                self.training.optimizer == "paged_adamw_8bit"
+                or self.training.activation_offloading
+                or offload != "none"
+            ):
+                raise ValueError(
+                    f"runtime.device 'cpu' has no device memory to page or offload from: {', '.join(cuda_only)}"
+                    " are CUDA settings"
+                )
         if self.runtime.device == "cpu" and par.devices > 1:
             raise ValueError("runtime.device 'cpu' budgets one process: use tensor = pipeline = data = 1")
         if self.task == "inference" and self.precision.weights in QUANTIZED_PRECISIONS and self.runtime.device == "cpu":
@@ -528,6 +650,7 @@ def _resolve_engine_defaults(inference: InferenceSpec, runtime: RuntimeSpec) -> 
     if runtime.engine_version is None and serving.default_version is not None:
         runtime.engine_version = serving.default_version
     if inference.gpu_memory_utilization is None:
+        # None for SGLang: its default depends on the GPU, resolved with the device (sglang.server_defaults)
         inference.gpu_memory_utilization = serving.default_utilization(runtime.engine_version)
 
 

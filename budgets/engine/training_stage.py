@@ -12,17 +12,20 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from . import parallel, profiles
+from . import frameworks, parallel, profiles
 from .budget import ZERO, Range
 from .components import activations as act
 from .components import training as tr
 from .components import workspace as ws
 from .components.weights import weight_bytes
-from .dtypes import nbytes
+from .dtypes import nbytes, stored_bytes_per_weight
 from .models.parameters import idle_parameters, layers_parameters, mixer_parameters, mlp_parameters
 from .models.spec import ModelSpec
 from .phases import StagePhases, activation_band, activation_shape, param_tensors
 from .schema import Workload
+
+#: Checkpointing modes that keep each layer's input and recompute the layer (or part of it) in backward.
+CHECKPOINTED = ("full", "selective_op")
 
 
 @dataclass(slots=True)
@@ -79,6 +82,7 @@ class _Activations:
     untied_embedding_grad: float  # not yet allocated at the first layer's backward
     first_layer_absent_grad: float  # the gradients not yet written at the late-backward peak
     embedding_grad_extra: float  # a tied embedding's dense gradient (+ the sum with the head's)
+    offloaded: float  # the layers' saved inputs in host RAM (activation offloading)
 
 
 def training_stage(
@@ -135,9 +139,84 @@ def training_stage(
         "activations": batch,
     }
     out.notes.update(_notes(w, stage, params, states, compiled))
+    _place(w, stage, layer_p, states, a, out)
     out.transient_for_fragmentation = int(max(a.forward, a.backward_start))
     out.live_tensors = param_tensors(spec, stage.layers) * (4 if t.method == "full" else 1)
     return out
+
+
+def _place(
+    w: Workload, stage: parallel.Stage, layer_p: float, states: _ModelStates, a: _Activations, out: StagePhases
+) -> None:
+    """What the framework's settings take off the device, into host RAM (``out.host_bytes``, with why), or out of
+    the step: offloaded layer inputs, paged or offloaded optimizer states, offloaded gradients and parameters, and
+    gradients freed one at a time (optimizer in backward)."""
+    assert w.training is not None
+    t, prec = w.training, w.precision
+    host: list[tuple[str, float]] = []
+    if a.offloaded:
+        host.append(("checkpointed layer inputs (activation offloading)", a.offloaded))
+    if t.optimizer_in_backward:
+        # each parameter is stepped in its post-accumulate-grad hook and its gradient freed: at most the largest
+        # gradient is alive, with its own step's temporary; there is no optimizer phase
+        largest = _largest_tensor(w, stage)
+        one = Range.exact(math.ceil(largest * nbytes(states.grad_prec) / states.grad_shards))
+        step = tr.optimizer_step_transient(
+            t.optimizer, states.optimizer_impl, prec.weights, prec.master_weights, largest, largest
+        )
+        for phase in ("backward_head", "backward_first_layer", "backward_end"):
+            out.phases[phase]["gradients"] = one
+            if step:
+                out.phases[phase]["workspace"] = Range.exact(int(step))
+        out.phases["backward_end"]["gradients"] = one + Range.exact(a.embedding_grad_extra)
+        del out.phases["optimizer_step"]
+        out.notes["gradients"] = (
+            f"optimizer in backward: one gradient at a time, the largest {one.bytes:,} B ({largest:,.0f} elements);"
+            " each is stepped and freed as soon as it is written (torchtune 0.6.1 training/memory.py:219-242)"
+        )
+    offload = t.cpu_offload
+    if t.optimizer == "paged_adamw_8bit" or offload != "none":
+        states_bytes = out.fixed["optimizer_state"].bytes
+        why = "paged optimizer states (CUDA managed memory)" if offload == "none" else "optimizer states, CPU step"
+        host.append((why, states_bytes))
+        out.fixed["optimizer_state"] = ZERO
+        out.notes["optimizer_state"] = f"{states_bytes:,} B in host RAM: " + (
+            "bitsandbytes' paged states are cudaMallocManaged, outside PyTorch's allocator, resident on the"
+            " device only while it has room and paged to the host otherwise"
+            if offload == "none"
+            else f"cpu_offload {offload!r}: the step runs on the CPU"
+        )
+    if offload != "none":
+        # reduced gradients are copied to the host as they are produced (the reduce buckets stay: workspace)
+        host.append(("gradients", states.grads.bytes))
+        for alive in out.phases.values():
+            if "gradients" in alive:
+                alive["gradients"] = ZERO
+        if "optimizer_step" in out.phases:
+            out.phases["optimizer_step"].pop("workspace", None)
+        out.notes["gradients"] = f"cpu_offload {offload!r}: {states.grads.bytes:,} B of gradients in host RAM"
+    if offload == "parameters":
+        weights = out.fixed["weights"].bytes
+        host.append(("parameters", weights))
+        out.fixed["weights"] = ZERO
+        # gathered to the device a layer at a time, the next one prefetched (`_workspace` counts the two layers under
+        # ZeRO-3 over several ranks); the root unit, embedding and head (16-bit in a quantized model), stays gathered
+        # from the forward's start to the backward's end (FSDP does not reshard the root after forward)
+        layer = (
+            (layer_p / stage.layers) * stored_bytes_per_weight(prec.weights, w.nf4_double_quant) if stage.layers else 0
+        )
+        two_layers = 0.0 if (stage.zero_stage >= 3 and stage.data > 1) else 2 * layer
+        root_bytes = 2 if prec.weights not in ("fp32", "bf16", "fp16") else nbytes(prec.weights)
+        vocab = w.spec.vocab_size * w.spec.embed_dim / stage.tensor
+        root = vocab * (1 if w.spec.tie_word_embeddings else 2) * root_bytes
+        out.fixed["workspace"] = out.fixed["workspace"] + Range.exact(int(two_layers + root))
+        out.notes["weights"] = (
+            f"cpu_offload 'parameters': {weights:,} B of parameters in host RAM, gathered to the device a layer at a"
+            f" time, with the next prefetched; the embedding and head ({int(root):,} B) gathered for the whole step"
+            " (workspace)"
+        )
+    out.host_bytes = int(sum(b for _, b in host))
+    out.host_note = "; ".join(f"{why} {int(b):,} B" for why, b in host if b)
 
 
 def _trainable(
@@ -158,7 +237,13 @@ def _trainable(
 
     # weights (ZeRO-3 partitions them over the data-parallel group)
     w_bytes, w_note = weight_bytes(
-        layer_p, emb_p, head_p, prec.weights, w.model.weights_bytes if w.model else None, total_params
+        layer_p,
+        emb_p,
+        head_p,
+        prec.weights,
+        w.model.weights_bytes if w.model else None,
+        total_params,
+        w.nf4_double_quant,
     )
     if (
         exact_params == total_params
@@ -271,7 +356,7 @@ def _compiled(w: Workload, spec: ModelSpec, stage: parallel.Stage, kept: act.Kep
     return (
         w.runtime.compile
         and act.compile_modelled(spec, w.runtime.attention, t.method, kept)
-        and t.activation_checkpointing != "selective"
+        and t.activation_checkpointing not in ("selective", "selective_op")
         and not stage.sequence_parallel
     )
 
@@ -289,14 +374,21 @@ def _compiled_loss(w: Workload, stage: parallel.Stage) -> bool:
     `compile`; lit-gpt's loss is its own (profiles/litgpt.py)."""
     assert w.training is not None
     t = w.training
-    return w.runtime.compile and t.loss_chunks > 1 and t.framework == "transformers" and stage.holds_head
+    return (
+        w.runtime.compile
+        and t.loss_chunks > 1
+        and t.framework in ("transformers", "torchtune")
+        and not frameworks.fused_loss(t.framework, t.fused_loss)
+        and stage.holds_head
+    )
 
 
 def _forward_saved(
     w: Workload, spec: ModelSpec, stage: parallel.Stage, x: act.Shape, compiled: bool, kept: act.Kept
-) -> tuple[float, float, float, float, float]:
-    """What the forward keeps: (saved by the layers, embedding output, model-level tensors, model-level
-    tensors still alive in backward, one sliding layer's saved mask copy)."""
+) -> tuple[float, float, float, float, float, float]:
+    """What the forward keeps: (saved by the layers on the device, embedding output, model-level tensors,
+    model-level tensors still alive in backward, one sliding layer's saved mask copy, the layers' saved
+    inputs offloaded to host RAM)."""
     assert w.training is not None
     attention, mode = w.runtime.attention, w.training.activation_checkpointing
     s, d = x.s, x.d
@@ -317,6 +409,12 @@ def _forward_saved(
             ),
         )
     saved_layers *= stage.in_flight_microbatches
+    offloaded = 0.0
+    if w.training.activation_offloading and stage.layers:
+        # the checkpointed inputs go to host RAM; the device keeps the framework's stash of them
+        stash = min(stage.layers, frameworks.framework_profile(w.training.framework).offload_stash)
+        offloaded = saved_layers * (stage.layers - stash) / stage.layers
+        saved_layers -= offloaded
     if compiled and mode == "none" and w.training.method != "full" and stage.holds_embedding:
         saved_layers -= act.compiled_first_layer_unsaved(x) * stage.in_flight_microbatches
     # masks: eager additive masks (two with a sliding mapping), or an SDPA sliding bool mask; every
@@ -335,12 +433,14 @@ def _forward_saved(
     # through the forward. With full checkpointing it is layer 0's checkpoint input.
     # An embedding dropout (transformers' GPT-2 `drop`, GPT-NeoX `emb_dropout`; lit-gpt has none) hands
     # layer 0 its output instead, and keeps its mask until the embedding's backward.
-    embedding_dropout = spec.embedding_dropout > 0 and stage.holds_embedding and w.training.framework == "transformers"
+    embedding_dropout = (
+        spec.embedding_dropout > 0 and stage.holds_embedding and w.training.framework in ("transformers", "unsloth")
+    )
     embed_saved_by_norm = not embedding_dropout and (
         (spec.norm == "rms" and d >= 4) or (spec.norm == "layer" and not spec.learned_positions)
     )
     # under torch.compile layer 0's norm saves it in the compute dtype (in `saved_layers`)
-    embed_out = x.tokens * x.h * d if (mode != "full" and not embed_saved_by_norm and not compiled) else 0
+    embed_out = x.tokens * x.h * d if (mode not in CHECKPOINTED and not embed_saved_by_norm and not compiled) else 0
     embedding_mask = x.tokens * x.h * act.dropout_mask_bytes(d, x.cuda) if embedding_dropout else 0
     # training forward: position_ids = cache_position.unsqueeze(0), so cos/sin (or the learned position
     # embeddings) have batch 1 (modeling_llama.LlamaModel.forward); the rope muls save cos and sin,
@@ -352,8 +452,8 @@ def _forward_saved(
     model_level += embedding_mask
     # with full checkpointing the masks and cos/sin are inputs of every checkpointed layer, so
     # torch.utils.checkpoint keeps them until that layer's backward
-    kept_model_level = kept_positions + (mask if mode == "full" else 0) + embedding_mask
-    return saved_layers, embed_out, model_level, kept_model_level, sliding_mask_copy
+    kept_model_level = kept_positions + (mask if mode in CHECKPOINTED else 0) + embedding_mask
+    return saved_layers, embed_out, model_level, kept_model_level, sliding_mask_copy, offloaded
 
 
 def _activations(
@@ -368,13 +468,16 @@ def _activations(
     assert w.training is not None
     t, attention = w.training, w.runtime.attention
     d, compiled = x.d, compile_.layers
-    saved_layers, embed_out, model_level, kept_model_level, sliding_mask_copy = _forward_saved(
+    saved_layers, embed_out, model_level, kept_model_level, sliding_mask_copy, offloaded = _forward_saved(
         w, spec, stage, x, compiled, kept
     )
     # the batch the training loop holds in every phase: input_ids and labels (int64); labels may be
     # input_ids itself (low), a collator may add an attention_mask (high)
     batch = Range(x.tokens * 8, 2 * x.tokens * 8, 3 * x.tokens * 8)
     full_ckpt = t.activation_checkpointing == "full"
+    # per-op selective checkpointing (torchtitan) recomputes what it did not save, layer by layer, as full does
+    op_sac = t.activation_checkpointing == "selective_op"
+    checkpointed = full_ckpt or op_sac
     profile = profiles.workload_profile(w)
     first, last = stage.first_layer, stage.first_layer + stage.layers
     # every per-layer figure of the step, over the kinds of layer on the stage (`layer_views`), in one pass:
@@ -386,12 +489,16 @@ def _activations(
     # backward, the output projection's saved input already freed; the post-norm instant: a sandwich-norm layer's
     # backward starting at its last norm over the whole recompute
     recompute = bwd_transient = fwd_extra = post_norm_peak = 0.0
-    recomputed = full_ckpt and not compiled
+    recomputed = checkpointed and not compiled
     kinds: list[_Kind] = []
     for _, view, vx, gqa_copies, kind_first in act.layer_kinds(spec, x, attention, first, last):
         saved_none = (
-            profile.training_layer_saved(view, vx, attention, gqa_copies, "none", 1, kept) if full_ckpt else 0.0
+            profile.training_layer_saved(view, vx, attention, gqa_copies, "none", 1, kept) if checkpointed else 0.0
         )
+        # what a recompute rebuilds: all of it (full), or what the per-op policy did not keep (its input and saved
+        # outputs are among the stage's saved tensors already)
+        if op_sac:
+            saved_none = max(saved_none - act.op_selective_saved(view, vx), 0.0)
         backward = act.training_backward_transient(view, vx)
         extra = act.training_forward_extra(view, vx, attention)
         if extra and recomputed:
@@ -419,12 +526,13 @@ def _activations(
     compiled_recompute = act.compiled_saved_per_layer(spec, x, kept) if full_ckpt and compiled else 0.0
     if compiled_recompute:
         recompute = compiled_recompute
-    mask_copy = sliding_mask_copy if full_ckpt else 0.0  # a recomputed sliding layer saves its mask copy again
+    mask_copy = sliding_mask_copy if checkpointed else 0.0  # a recomputed sliding layer saves its mask copy again
     if recompute and mask_copy:
         recompute += mask_copy
     if post_norm_peak:
         post_norm_peak += mask_copy
     full = t.method == "full"
+    fused = frameworks.fused_loss(t.framework, t.fused_loss)
     if stage.holds_head:
         # a frozen head (LoRA, QLoRA: transformers keeps it out of 4-bit) keeps no input
         final_norm = profile.final_norm_saved(spec, x, output_saved=full, weight_trained=kept.norm_weights)
@@ -458,7 +566,7 @@ def _activations(
     hidden = x.tokens * x.h * d
     candidates: list[tuple[float, float]] = []  # (activations, gradients not yet written)
     for kind in kinds:
-        layer_recompute = (compiled_recompute or kind.saved) + mask_copy if full_ckpt else 0.0
+        layer_recompute = (compiled_recompute or kind.saved) + mask_copy if checkpointed else 0.0
         # later layers of another type leave their stored k/v (and history) alive (one per type: the latest)
         retained = max(
             (k.retained for k in kinds if k.layer_type != kind.layer_type and k.first > kind.first), default=0.0
@@ -494,21 +602,28 @@ def _activations(
         batch=batch,
         forward=fwd_act,
         backward_start=bwd_start_act,
-        # the LM head's gradient, over the full logits' gradient
-        backward_head=saved_layers + kept_model_level + final_norm + x.tokens * x.vocab * d,
+        # the LM head's gradient, over the full logits' gradient (a fused loss: the hidden states' gradient)
+        backward_head=saved_layers + kept_model_level + final_norm + x.tokens * (x.h if fused else x.vocab) * d,
         backward_first_layer=bwd_layer0_act,
         backward_end=bwd_end_act,
         head_grad=head_grad,
         untied_embedding_grad=untied_emb_grad,
         first_layer_absent_grad=layer0_absent_grad,
         embedding_grad_extra=emb_grad_transient + tied_sum,
+        offloaded=offloaded,
     )
 
 
 def _loss(w: Workload, spec: ModelSpec, x: act.Shape, compiled: bool) -> tuple[float, float, float]:
-    """The loss's (forward, backward-start peak, saved through backward)."""
+    """The loss's (forward, backward-start peak, saved through backward).
+
+    A fused linear cross-entropy (cut cross-entropy: logits computed block by block in the kernel, never stored)
+    keeps the log-sum-exp and the loss per token (fp32) and at its backward writes the hidden states' gradient."""
     assert w.training is not None
     chunks = w.training.loss_chunks
+    if frameworks.fused_loss(w.training.framework, w.training.fused_loss):
+        lse = x.tokens * 4 * 2
+        return lse, lse + x.tokens * x.h * x.d, 0.0
     if compiled:
         return act.compiled_chunked_loss(x, spec, chunks)
     profile = profiles.workload_profile(w)
@@ -584,8 +699,12 @@ def _notes(
             if stage.in_flight_microbatches > 1
             else ""
         )
-        + ("; logits, fp32 upcast and cross-entropy copies" if stage.holds_head else "")
-        + (f" in {t.loss_chunks} chunks" if stage.holds_head and t.loss_chunks > 1 else "")
+        + (
+            "; fused linear cross-entropy (no logits)"
+            if stage.holds_head and frameworks.fused_loss(t.framework, t.fused_loss)
+            else ("; logits, fp32 upcast and cross-entropy copies" if stage.holds_head else "")
+            + (f" in {t.loss_chunks} chunks" if stage.holds_head and t.loss_chunks > 1 else "")
+        )
         + f"; {params.train_note}"
         + _compile_note(w, compiled)
     )
@@ -608,8 +727,13 @@ def dropout_assumption(w: Workload) -> str:
     """The budget's line naming the dropout settings it read, their values and where each came from."""
     assert w.training is not None and w.model is not None
     spec = w.spec
-    if w.training.framework != "transformers":
+    if w.training.framework == "litgpt":
         return "dropout: none (lit-gpt's layers run no dropout: SDPA with dropout_p=0.0, model.py:251)"
+    if w.training.framework in ("torchtune", "torchtitan"):
+        return (
+            f"dropout: none ({w.training.framework}'s Llama-family builders set attn_dropout 0.0 and no residual"
+            " dropout)"
+        )
     if not spec.dropout_read:
         if w.model.architecture is not None:
             return "dropout: none (a given architecture carries no dropout settings)"

@@ -129,14 +129,14 @@ def test_json_schema_comes_from_the_model():
         ("tensorrt-llm", "free_gpu_memory_fraction (default 0.9) of the memory free after the engine is built"),
         ("TRTLLM", "TensorRT-LLM has no profile here"),
         ("nim", "launches one backend per model profile"),
-        ("sglang", "mem_fraction_static"),
     ],
 )
 def test_an_engine_without_a_profile_is_refused_with_why_not_read_as_another(name, says):
-    """Issue 17, item 2: TensorRT-LLM / NIM (and SGLang until its profile lands) are refused with the reason, naming
+    """Issue 17, item 2: TensorRT-LLM / NIM are refused with the reason (SGLang has had a profile since issue 17,
+    item 1: tests/engine/test_sglang.py), naming
     the field and the engines that have a profile, never budgeted as 'generic'."""
     with pytest.raises(ValidationError) as raised:
         Workload.model_validate({"model": {"preset": "llama-3.1-8b"}, "inference": {"engine": name}})
     (messages,) = validation_errors(raised.value).values()
     assert list(validation_errors(raised.value)) == ["inference.engine"]
-    assert says in messages[0] and "engines with a profile: vllm, transformers, generic" in messages[0]
+    assert says in messages[0] and "engines with a profile: vllm, sglang, transformers, generic" in messages[0]

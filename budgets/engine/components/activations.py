@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from .. import frameworks
 from ..models.spec import ModelSpec
 from . import mixers
 from .layer_views import ATTENTION_KINDS, view_widths, views
@@ -698,6 +699,8 @@ def training_saved_per_layer(
     hidden = x.tokens * x.h * x.d
     if mode == "full":
         return hidden / sp_t
+    if mode == "selective_op":
+        return hidden / sp_t + op_selective_saved(spec, x)
     norms = _layer_norms_saved(spec, x, kept) / sp_t
     attn = _attention_saved(spec, x, attention, gqa_copies, kept.norm_weights)
     if mode == "selective":
@@ -710,6 +713,32 @@ def training_saved_per_layer(
     adapters = x.tokens * (kept.adapter_outputs * x.d + kept.dropout_bytes)
     residual_dropouts = 2 * x.tokens * x.h * dropout_mask_bytes(x.d, x.cuda) / sp_t if spec.hidden_dropout else 0
     return norms + attn + mlp + adapters + residual_dropouts
+
+
+def op_selective_saved(spec: ModelSpec, x: Shape) -> float:
+    """What torchtitan's per-op selective checkpointing keeps of one layer beyond its input (the checkpoint's, counted
+    by the caller): the outputs of every other matmul in call order (``frameworks.saved_matmul_widths``: q, k, v and
+    o, a fused qkv as one; then the MLP's gate, up and down, fc1 and fc2, a fused gate_up as one), and the attention
+    kernel's output and logsumexp (fp32 per head and position). Norms, the activation function, rope and the
+    elementwise products are recomputed. Routed experts run as grouped matmuls, which are not in the save list: an
+    MoE layer keeps its attention's and its shared expert's. Read from torchtitan 0.2.0
+    (distributed/activation_checkpoint.py:104-115, models/llama3/infra/parallelize.py:33-44); for Llama 3.1 8B that
+    is q, v, gate and down."""
+    tok = x.tokens
+    widths: list[int] = []
+    attention = 0.0
+    if _mixer_kind(spec) in ATTENTION_KINDS:
+        widths += [x.q + 2 * x.kv] if spec.fused_qkv else [x.q, x.kv, x.kv]
+        widths.append(x.h)
+        attention = tok * x.q * x.d + x.b * x.heads * x.s * 4
+    if _mlp_kind(spec) != "none":
+        inter = spec.shared_expert_intermediate_size // x.tensor if spec.is_moe else x.inter
+        if inter and spec.mlp == "gated":
+            widths += [2 * inter] if spec.fused_gate_up else [inter, inter]
+            widths.append(x.h)
+        elif inter:
+            widths += [inter, x.h]
+    return tok * sum(frameworks.saved_matmul_widths(widths)) * x.d + attention
 
 
 def compiled_saved_per_layer(spec: ModelSpec, x: Shape, kept: Kept = ALL_TRAINED) -> float:

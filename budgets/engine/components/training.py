@@ -27,7 +27,7 @@ def optimizer_state_bytes_per_param(optimizer: str, weights: str, master: str | 
     state_dtype = master or (weights if weights in ("fp32", "bf16", "fp16") else "fp32")
     sb = nbytes(state_dtype)
     master_b = nbytes(master) if master else 0.0
-    if optimizer == "adamw_8bit":
+    if optimizer in ("adamw_8bit", "paged_adamw_8bit"):
         states = 2 * (1 + 4 / 256)  # bitsandbytes: uint8 states, one fp32 absmax per 256-block
     elif optimizer == "adafactor":
         states = 2 * sb / max(hidden_size, 1) * 2  # row + column statistics of each matrix

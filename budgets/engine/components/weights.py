@@ -20,8 +20,9 @@ def weight_bytes(
     precision: str,
     weights_bytes_override: int | None,
     total_params: int,
+    double_quant: bool = False,
 ) -> tuple[int, str]:
-    """(bytes, note) for the weights on one device."""
+    """(bytes, note) for the weights on one device; ``double_quant``: NF4 with its absmax quantized too."""
     params = layer_params + embedding_params + head_params
     if weights_bytes_override:
         share = params / total_params if total_params else 1.0
@@ -31,9 +32,10 @@ def weight_bytes(
         exact = layer_params + embedding_params + head_params
         note = f"exact: {round(exact):,} parameters × {nbytes(precision):g} B ({precision})"
         return round(exact * nbytes(precision)), note
-    stored = layer_params * stored_bytes_per_weight(precision) + (embedding_params + head_params) * 2
+    stored = layer_params * stored_bytes_per_weight(precision, double_quant) + (embedding_params + head_params) * 2
     scales = (
-        f"bitsandbytes NF4 with an fp32 absmax per {NF4_BLOCK}"
+        f"bitsandbytes NF4 with {'a uint8 absmax (double quantization)' if double_quant else 'an fp32 absmax'}"
+        f" per {NF4_BLOCK}"
         if precision == "nf4"
         else f"{precision} with per-{QUANT_GROUP} group scales{' and zeros' if precision == 'int4' else ''}"
     )

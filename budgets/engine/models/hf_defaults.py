@@ -507,3 +507,12 @@ DROPOUT_KEYS: dict[str, dict[str, str]] = {
 }
 # config keys a model_type's configuration class has that no module applies (named in the budget as read)
 UNAPPLIED_DROPOUT_KEYS: dict[str, tuple[str, ...]] = {"phi3": ("embd_pdrop",)}
+
+
+# SGLang 0.5.10.post1 by model class, read as the model_types here (budgets/engine/sglang.py uses them):
+# the classes whose sliding-window layers get their own smaller pool (sglang/srt/configs/model_config.py:1438-1448:
+# Llama4ForConditionalGeneration, GptOssForCausalLM, MiMoV2FlashForCausalLM, Step3p5ForCausalLM); every other model
+# caches its sliding layers in full (server_args.py:1865-1894)
+SGLANG_HYBRID_SWA_MODEL_TYPES = frozenset({"llama4", "gpt_oss", "mimo_v2_flash", "step3p5"})
+# piecewise CUDA graphs off (configs/model_config.py:1352-1358; DSA models are found by their indexer)
+SGLANG_NO_PIECEWISE_GRAPHS_MODEL_TYPES = frozenset({"qwen3_next", "glm_moe_dsa", "bailing_moe_v2_5"})

@@ -1,0 +1,139 @@
+"""The engine's SGLang pool against published SGLang start-up reports (records.json, README.md).
+
+    python -m benchmarks.sglang_published      # the table, then tuning and hold-out summaries
+
+Per record: the engine's KV pool (GiB and tokens) vs the printed one ("KV Cache is allocated. #tokens: N, K size:
+a GB, V size: b GB": K + V; SGLang's "GB" is GiB), the error, whether it is within target (|error| ≤ 1 GiB or
+≤ 3 %), whether both agree that SGLang starts, and SGLang 0.5.10.post1's default mem_fraction_static for the run
+next to the one the run used. Hold-out records (every third by id, HOLDOUT.md) are summarised apart. A report,
+not a gate: the exit status is 0.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from budgets.engine import Workload, estimate
+from budgets.engine import sglang as rules
+from budgets.engine.components import runtime as rt
+
+HERE = Path(__file__).resolve().parent
+GIB = 2**30
+TARGET_GIB = 1.0
+TARGET_PCT = 3.0
+
+
+def load_records() -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = json.loads((HERE / "records.json").read_text())["records"]
+    return records
+
+
+def workload(record: dict[str, Any]) -> Workload:
+    ctx = record["context_len"]
+    inference: dict[str, Any] = {
+        "engine": "sglang",
+        "max_input_tokens": ctx - 1,
+        "max_output_tokens": 1,
+        "max_model_len": ctx,
+    }
+    if record["mem_fraction_static"] is not None:
+        inference["gpu_memory_utilization"] = record["mem_fraction_static"]
+    if record.get("chunked_prefill_size"):
+        inference["max_num_batched_tokens"] = record["chunked_prefill_size"]
+    return Workload.model_validate(
+        {
+            "name": record["id"],
+            "task": "inference",
+            "model": record["model"],
+            "precision": record["precision"],
+            "inference": inference,
+            "parallelism": {"tensor": record["tensor"]},
+        }
+    )
+
+
+def device_memory_bytes(record: dict[str, Any]) -> int:
+    """T: the GPU's as CUDA reports it, or the printed free memory before load + the engine's start-up use (the CUDA
+    context of an unnamed GPU; NCCL where tensor > 1, none of these records)."""
+    if record["device_memory_gib"] is not None:
+        return int(record["device_memory_gib"] * GIB)
+    context, _ = rt.cuda_context("cuda", None, record["device_name"])
+    assert record["tensor"] == 1
+    return int(record["free_before_load_gib"] * GIB) + context.bytes
+
+
+def compare(record: dict[str, Any]) -> dict[str, Any]:
+    w = workload(record)
+    t = device_memory_bytes(record)
+    plan = estimate(w, device_memory_bytes=t, device_name=record["device_name"]).serving
+    assert plan is not None and plan.kv_pool_bytes is not None
+    default = rules.server_defaults(w.spec, t, record["device_name"], record["tensor"], 1)
+    printed = record["printed"]
+    row: dict[str, Any] = {
+        "id": record["id"],
+        "holdout": record["holdout"],
+        "mfs": record["mem_fraction_static"] or default.mem_fraction_static,
+        "default_mfs": default.mem_fraction_static,
+        "engine_gib": plan.kv_pool_bytes / GIB,
+        "engine_tokens": plan.kv_pool_tokens,
+        "engine_starts": plan.starts,
+        "printed_starts": printed["starts"],
+        "printed_gib": printed.get("kv_gib"),
+        "printed_tokens": printed.get("kv_tokens"),
+    }
+    if row["printed_gib"] is not None:
+        err = row["engine_gib"] - row["printed_gib"]
+        row["error_gib"] = err
+        row["error_pct"] = 100 * err / row["printed_gib"]
+        row["within"] = abs(err) <= TARGET_GIB or abs(row["error_pct"]) <= TARGET_PCT
+    return row
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def summary(rows: list[dict[str, Any]], label: str) -> str:
+    sized = [r for r in rows if "error_gib" in r]
+    within = sum(1 for r in sized if r["within"])
+    agree = sum(1 for r in rows if r["engine_starts"] == r["printed_starts"])
+    errs = sorted(abs(r["error_pct"]) for r in sized)
+    return (
+        f"{label}: {len(rows)} records; KV pool within ±{TARGET_GIB:g} GiB or ±{TARGET_PCT:g} %: {within}/{len(sized)};"
+        f" starts agree: {agree}/{len(rows)}; median |error| {_fmt(errs[len(errs) // 2] if errs else None, '.1f')} %;"
+        f" max |error| {_fmt(errs[-1] if errs else None, '.1f')} %"
+    )
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    head = (
+        f"{'record':<44}{'set':<9}{'mfs':>6}{'dflt':>7}{'engine GiB':>11}{'SGLang GiB':>11}{'err GiB':>9}{'err %':>8}"
+        f"{'engine tok':>12}{'SGLang tok':>11}  within  starts (engine/SGLang)"
+    )
+    lines = [head]
+    for r in rows:
+        within = "—" if "within" not in r else ("yes" if r["within"] else "NO")
+        lines.append(
+            f"{r['id']:<44}{'holdout' if r['holdout'] else 'tuning':<9}{r['mfs']:>6.3f}{r['default_mfs']:>7.3f}"
+            f"{r['engine_gib']:>11.2f}{_fmt(r['printed_gib'], '.2f'):>11}{_fmt(r.get('error_gib'), '+.2f'):>9}"
+            f"{_fmt(r.get('error_pct'), '+.1f'):>8}{_fmt(r['engine_tokens'], ','):>12}"
+            f"{_fmt(r['printed_tokens'], ','):>11}  {within:<7} {r['engine_starts']}/{r['printed_starts']}"
+            + ("" if r["engine_starts"] == r["printed_starts"] else "  MISMATCH")
+        )
+    return lines
+
+
+def main() -> int:
+    rows = [compare(r) for r in load_records()]
+    print("\n".join(table(rows)))
+    print()
+    print(summary([r for r in rows if not r["holdout"]], "tuning"))
+    print(summary([r for r in rows if r["holdout"]], "hold-out"))
+    print(summary(rows, "all"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,211 @@
+"""Training frameworks as profiles (issue 17, item 3): torchtune's optimizer in backward and paged 8-bit AdamW,
+torchtitan's per-op selective checkpointing, Unsloth's offloaded checkpointing and fused loss, and offloading to the
+CPU, each against the published run it stands for (benchmarks/gpu_published/peaks.json, group "frameworks") and
+against properties any such mechanism must have."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from benchmarks.recommend_speed import fixture_views
+from budgets.engine import Workload, estimate
+from recommendations.recommend import recommend
+
+GIB = 2**30
+PEAKS = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_published" / "peaks.json"
+RECORDS = {r["id"]: r for r in json.loads(PEAKS.read_text())["records"]}
+VIEWS = {"reserved": "framework_reserved", "allocated": "framework_allocated", "device_used": "device_used"}
+ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def _workload(record_id: str, **training) -> Workload:
+    description = json.loads(json.dumps(RECORDS[record_id]["workload"]))
+    description["training"].update(training)
+    return Workload.model_validate(description)
+
+
+def _error(record_id: str) -> float:
+    record = RECORDS[record_id]
+    view = estimate(_workload(record_id)).as_contract()["per_device"]["views"][VIEWS[record["view"]]]
+    measured = record["measured"]["value"] * record["measured"]["bytes_per_unit"]
+    return (view["bytes"] - measured) / measured
+
+
+def _verdicts(workload: Workload, accelerator: str) -> set[str]:
+    views = [v for v in fixture_views() if v.accelerator_name == accelerator and v.device_count == 1]
+    assert views, accelerator
+    return {entry.verdict.value for entry in recommend(workload, views)}
+
+
+def test_torchtune_full_fine_tune_of_8b_on_a_4090_is_within_10_percent_and_runs() -> None:
+    """README v0.6.1:119: 18.9 GiB; the default transformers step (all gradients, states on the device) budgets
+    more than twice that. The verdict is ``tight``, not ``fits``: 4.4 GiB of headroom on the 4090 against a margin of
+    4.9 GiB, the budget's own uncertainty (the eager layers and loss are its high end under torch.compile)."""
+    assert abs(_error("torchtune-4090-llama-3.1-8b-full")) <= 0.10
+    workload = _workload("torchtune-4090-llama-3.1-8b-full")
+    assert _verdicts(workload, "NVIDIA GeForce RTX 4090 24GB") == {"tight"}
+    plain = _workload(
+        "torchtune-4090-llama-3.1-8b-full",
+        framework="transformers",
+        optimizer="adamw_8bit",
+        optimizer_in_backward=False,
+    )
+    assert estimate(plain).per_device.total_bytes > 2 * estimate(workload).per_device.total_bytes
+
+
+def test_optimizer_in_backward_keeps_one_gradient_and_no_optimizer_phase() -> None:
+    stepped = estimate(_workload("torchtune-4090-llama-3.1-8b-full", optimizer="adamw_8bit")).as_contract()
+    after = estimate(
+        _workload("torchtune-4090-llama-3.1-8b-full", optimizer="adamw_8bit", optimizer_in_backward=False)
+    ).as_contract()
+    assert "optimizer_step" not in stepped["per_device"]["phases"]
+    assert "optimizer_step" in after["per_device"]["phases"]
+    embedding = 128_256 * 4_096 * 2  # Llama 3.1's largest tensor, its embedding, in bf16
+    assert stepped["per_device"]["components"]["gradients"]["bytes"] == embedding
+    assert after["per_device"]["components"]["gradients"]["bytes"] == 8_030_261_248 * 2  # every parameter's
+
+
+def test_paged_optimizer_states_are_budgeted_in_host_ram_not_on_the_device() -> None:
+    paged = estimate(_workload("torchtune-4090-llama-3.1-8b-full"))
+    resident = estimate(_workload("torchtune-4090-llama-3.1-8b-full", optimizer="adamw_8bit"))
+    states = resident.per_device.component("optimizer_state").bytes
+    assert states > 14 * GIB  # 2 B and an absmax per 256 for 8.03 B parameters
+    assert paged.per_device.component("optimizer_state").bytes == 0
+    assert paged.host.ram_bytes - resident.host.ram_bytes == states
+    assert any("paged optimizer states" in line for line in paged.assumptions)
+
+
+def test_torchtitan_per_op_selective_checkpointing_is_within_15_percent() -> None:
+    """Megatron's selective recomputation keeps every projection and norm; torchtitan's per-op policy keeps half
+    the matmuls: the difference the issue found (+77…+102 % when 'selective' stood for both)."""
+    assert abs(_error("torchtitan-h100-llama-3.1-8b-fsdp8-sac-op")) <= 0.15
+    op = estimate(_workload("torchtitan-h100-llama-3.1-8b-fsdp8-sac-op")).per_device.component("activations").bytes
+    megatron = (
+        estimate(_workload("torchtitan-h100-llama-3.1-8b-fsdp8-sac-op", activation_checkpointing="selective"))
+        .per_device.component("activations")
+        .bytes
+    )
+    full = (
+        estimate(_workload("torchtitan-h100-llama-3.1-8b-fsdp8-sac-op", activation_checkpointing="full"))
+        .per_device.component("activations")
+        .bytes
+    )
+    assert full < op < megatron
+
+
+def test_unsloth_70b_qlora_fits_a_48_gb_card() -> None:
+    """Unsloth's blog: Llama 3.3 70B QLoRA 'fits in 41GB'; batch 2 × 2048, rank 16, as its notebooks run it."""
+    workload = Workload.model_validate(
+        {
+            "name": "unsloth-70b",
+            "task": "training",
+            "model": {"preset": "llama-3.3-70b"},
+            "precision": {"weights": "nf4"},
+            "training": {
+                "framework": "unsloth",
+                "method": "qlora",
+                "micro_batch_size": 2,
+                "sequence_length": 2048,
+                "activation_checkpointing": "full",
+                "activation_offloading": True,
+                "lora": {"rank": 16, "target_modules": ALL_LINEAR},
+            },
+        }
+    )
+    assert _verdicts(workload, "NVIDIA RTX A6000 48GB") == {"fits"}
+    assert estimate(workload).per_device.total_bytes < 44 * GIB
+
+
+def test_unsloth_max_context_on_48_gb_fills_the_card_within_10_percent() -> None:
+    assert abs(_error("unsloth-48gb-llama-3.3-70b-max-context")) <= 0.10
+
+
+def test_activation_offloading_moves_the_checkpointed_inputs_to_host_ram() -> None:
+    offloaded = estimate(_workload("unsloth-48gb-llama-3.3-70b-max-context"))
+    kept = estimate(_workload("unsloth-48gb-llama-3.3-70b-max-context", activation_offloading=False))
+    layer_inputs = 80 * 12_106 * 8_192 * 2  # every decoder layer's input, bf16
+    moved = kept.per_device.component("activations").bytes - offloaded.per_device.component("activations").bytes
+    assert moved == pytest.approx(layer_inputs * 79 / 80, rel=0.01)  # one stays on the device (Unsloth's stash)
+    assert offloaded.host.ram_bytes - kept.host.ram_bytes == pytest.approx(moved, rel=0.01)
+
+
+def test_a_fused_loss_stores_no_logits() -> None:
+    fused = estimate(_workload("unsloth-48gb-llama-3.3-70b-max-context"))
+    unfused = estimate(_workload("unsloth-48gb-llama-3.3-70b-max-context", fused_loss=False))
+    logits = 12_106 * 128_256 * 2  # one bf16 copy of the logits
+    difference = unfused.per_device.component("activations").bytes - fused.per_device.component("activations").bytes
+    assert difference > logits
+
+
+def test_fsdp_qlora_with_cpu_offload_of_70b_on_four_24_gb_cards_is_expressible_and_budgets_host_ram() -> None:
+    """philschmid.de/fsdp-qlora-llama3: Llama 3 70B on 4 × A10G with FSDP + QLoRA + CPU offload, '22 GB/GPU and 127
+    GB CPU RAM' (seq 3072, batch 1). The device holds the gathered layers, the root unit and the activations; host
+    RAM holds every process's shard of parameters, gradients and optimizer states."""
+    workload = Workload.model_validate(
+        {
+            "name": "fsdp-qlora-70b",
+            "task": "training",
+            "model": {"preset": "llama-3.1-70b"},
+            "precision": {"weights": "nf4"},
+            "training": {
+                "method": "qlora",
+                "micro_batch_size": 1,
+                "sequence_length": 3072,
+                "activation_checkpointing": "full",
+                "cpu_offload": "parameters",
+                "lora": {"rank": 16, "target_modules": ["all-linear"]},
+            },
+            "parallelism": {"data": 4, "zero_stage": 3},
+        }
+    )
+    budget = estimate(workload)
+    device = budget.per_device
+    assert device.component("weights").bytes == 0
+    assert device.component("optimizer_state").bytes == 0
+    assert device.total_low_bytes <= 22e9 <= device.total_high_bytes  # the published nvidia-smi figure, in range
+    four_bit_model = 68.45e9 * 0.5  # the decoder's NF4 weights alone, over the four processes of the node
+    assert budget.host.ram_bytes > four_bit_model
+    assert any("host RAM instead of device memory" in line for line in budget.assumptions)
+    on_device = workload.model_copy(update={"training": workload.training.model_copy(update={"cpu_offload": "none"})})
+    assert estimate(on_device).per_device.total_bytes > device.total_bytes
+
+
+@pytest.mark.parametrize(
+    ("training", "parallelism", "field"),
+    [
+        ({"optimizer_in_backward": True}, {}, "optimizer_in_backward"),
+        ({"framework": "torchtune", "optimizer_in_backward": True, "method": "lora"}, {}, "optimizer_in_backward"),
+        ({"framework": "unsloth", "activation_offloading": True}, {}, "activation_offloading"),
+        ({"framework": "torchtitan", "fused_loss": True}, {}, "fused_loss"),
+        ({"cpu_offload": "parameters"}, {"data": 2, "zero_stage": 2}, "cpu_offload"),
+        ({"cpu_offload": "optimizer"}, {}, "cpu_offload"),
+    ],
+)
+def test_a_setting_its_framework_or_plan_cannot_run_is_refused_naming_it(training, parallelism, field) -> None:
+    description = {
+        "name": "x",
+        "task": "training",
+        "model": {"preset": "llama-3.2-1b"},
+        "training": training,
+        "parallelism": parallelism,
+    }
+    with pytest.raises(ValidationError, match=field):
+        Workload.model_validate(description)
+
+
+def test_a_framework_release_without_a_profile_is_refused() -> None:
+    description = {
+        "name": "x",
+        "task": "training",
+        "model": {"preset": "llama-3.2-1b"},
+        "training": {"framework": "torchtune"},
+        "runtime": {"engine_version": "0.4.0"},
+    }
+    with pytest.raises(ValidationError, match=r"engine_version '0\.4\.0'.*0\.6\.1"):
+        Workload.model_validate(description)
+    description["runtime"]["engine_version"] = "0.6.1"
+    assert "torchtune 0.6.1" in " ".join(estimate(Workload.model_validate(description)).assumptions)
