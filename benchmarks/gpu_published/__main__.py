@@ -17,14 +17,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from benchmarks.gpu_published.pools import TARGET_GIB, TARGET_PCT, fmt, pool_error
 from budgets.engine import Workload, estimate
 
 from . import peaks
 
 HERE = Path(__file__).resolve().parent
 GIB = 2**30
-TARGET_GIB = 1.0
-TARGET_PCT = 3.0
 HF_CONFIGS = HERE.parents[1] / "tests" / "engine" / "data" / "hf_configs"
 CONFIG_ID = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
 # vLLM settings a record may carry when its log states them; absent, the engine takes vLLM's defaults
@@ -89,15 +88,8 @@ def compare(record: dict[str, Any]) -> dict[str, Any]:
         "profile": plan.profile,
     }
     if row["vllm_gib"] is not None:
-        err = row["engine_gib"] - row["vllm_gib"]
-        row["error_gib"] = err
-        row["error_pct"] = 100 * err / abs(row["vllm_gib"]) if row["vllm_gib"] else None
-        row["within"] = abs(err) <= TARGET_GIB or (row["error_pct"] is not None and abs(row["error_pct"]) <= TARGET_PCT)
+        pool_error(row, row["engine_gib"], row["vllm_gib"])
     return row
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "—" if value is None else format(value, spec)
 
 
 def summary(rows: list[dict[str, Any]], label: str) -> str:
@@ -108,8 +100,8 @@ def summary(rows: list[dict[str, Any]], label: str) -> str:
     median = errs[len(errs) // 2] if errs else None
     return (
         f"{label}: {len(rows)} records; KV within ±{TARGET_GIB:g} GiB or ±{TARGET_PCT:g} %: {within}/{len(sized)};"
-        f" starts agree: {agree}/{len(rows)}; median |error| {_fmt(median, '.2f')} GiB;"
-        f" max |error| {_fmt(errs[-1] if errs else None, '.2f')} GiB"
+        f" starts agree: {agree}/{len(rows)}; median |error| {fmt(median, '.2f')} GiB;"
+        f" max |error| {fmt(errs[-1] if errs else None, '.2f')} GiB"
     )
 
 
@@ -125,9 +117,9 @@ def vllm_report() -> None:
     for r in rows:
         print(
             f"{r['id']:<44}{'holdout' if r['holdout'] else 'tuning':<9}{r['profile']:<6}{r['engine_gib']:>11.2f}"
-            f"{_fmt(r['vllm_gib'], '.2f'):>10}{_fmt(r.get('error_gib'), '+.2f'):>9}"
-            f"{_fmt(r.get('error_pct'), '+.1f'):>8}"
-            f"{_fmt(r['engine_tokens'], ','):>12}{_fmt(r['vllm_tokens'], ','):>10}"
+            f"{fmt(r['vllm_gib'], '.2f'):>10}{fmt(r.get('error_gib'), '+.2f'):>9}"
+            f"{fmt(r.get('error_pct'), '+.1f'):>8}"
+            f"{fmt(r['engine_tokens'], ','):>12}{fmt(r['vllm_tokens'], ','):>10}"
             f"  {r['engine_starts']}/{r['vllm_starts']}"
             + ("" if r["engine_starts"] == r["vllm_starts"] else "  MISMATCH")
         )

@@ -15,14 +15,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benchmarks.gpu_published.pools import TARGET_GIB, TARGET_PCT, fmt, pool_error
 from budgets.engine import Workload, estimate
 from budgets.engine import sglang as rules
 from budgets.engine.components import runtime as rt
 
 HERE = Path(__file__).resolve().parent
 GIB = 2**30
-TARGET_GIB = 1.0
-TARGET_PCT = 3.0
 
 
 def load_records() -> list[dict[str, Any]]:
@@ -84,15 +83,8 @@ def compare(record: dict[str, Any]) -> dict[str, Any]:
         "printed_tokens": printed.get("kv_tokens"),
     }
     if row["printed_gib"] is not None:
-        err = row["engine_gib"] - row["printed_gib"]
-        row["error_gib"] = err
-        row["error_pct"] = 100 * err / row["printed_gib"]
-        row["within"] = abs(err) <= TARGET_GIB or abs(row["error_pct"]) <= TARGET_PCT
+        pool_error(row, row["engine_gib"], row["printed_gib"])
     return row
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "—" if value is None else format(value, spec)
 
 
 def summary(rows: list[dict[str, Any]], label: str) -> str:
@@ -102,8 +94,8 @@ def summary(rows: list[dict[str, Any]], label: str) -> str:
     errs = sorted(abs(r["error_pct"]) for r in sized)
     return (
         f"{label}: {len(rows)} records; KV pool within ±{TARGET_GIB:g} GiB or ±{TARGET_PCT:g} %: {within}/{len(sized)};"
-        f" starts agree: {agree}/{len(rows)}; median |error| {_fmt(errs[len(errs) // 2] if errs else None, '.1f')} %;"
-        f" max |error| {_fmt(errs[-1] if errs else None, '.1f')} %"
+        f" starts agree: {agree}/{len(rows)}; median |error| {fmt(errs[len(errs) // 2] if errs else None, '.1f')} %;"
+        f" max |error| {fmt(errs[-1] if errs else None, '.1f')} %"
     )
 
 
@@ -117,9 +109,9 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         within = "—" if "within" not in r else ("yes" if r["within"] else "NO")
         lines.append(
             f"{r['id']:<44}{'holdout' if r['holdout'] else 'tuning':<9}{r['mfs']:>6.3f}{r['default_mfs']:>7.3f}"
-            f"{r['engine_gib']:>11.2f}{_fmt(r['printed_gib'], '.2f'):>11}{_fmt(r.get('error_gib'), '+.2f'):>9}"
-            f"{_fmt(r.get('error_pct'), '+.1f'):>8}{_fmt(r['engine_tokens'], ','):>12}"
-            f"{_fmt(r['printed_tokens'], ','):>11}  {within:<7} {r['engine_starts']}/{r['printed_starts']}"
+            f"{r['engine_gib']:>11.2f}{fmt(r['printed_gib'], '.2f'):>11}{fmt(r.get('error_gib'), '+.2f'):>9}"
+            f"{fmt(r.get('error_pct'), '+.1f'):>8}{fmt(r['engine_tokens'], ','):>12}"
+            f"{fmt(r['printed_tokens'], ','):>11}  {within:<7} {r['engine_starts']}/{r['printed_starts']}"
             + ("" if r["engine_starts"] == r["printed_starts"] else "  MISMATCH")
         )
     return lines
