@@ -31,11 +31,15 @@ def test_workload_validates_under_the_record_id(record: dict) -> None:
 
 
 def test_ids_are_unique_and_every_third_record_is_held_out() -> None:
+    """In the judged groups; the frameworks group (a report) was compared while its profiles were built: none of
+    its records is marked held out, which would claim a comparison made before modelling."""
     assert len({r["id"] for r in RECORDS}) == len(RECORDS)
-    assert [r["holdout"] for r in RECORDS] == [i % 3 == 0 for i in range(1, len(RECORDS) + 1)]
-    for group in peaks.GROUPS:
+    judged = [r for r in RECORDS if r["group"] in peaks.JUDGED_GROUPS]
+    assert [r["holdout"] for r in judged] == [i % 3 == 0 for i in range(1, len(judged) + 1)]
+    for group in peaks.JUDGED_GROUPS:
         members = [r for r in RECORDS if r["group"] == group]
         assert any(r["holdout"] for r in members) and any(not r["holdout"] for r in members)
+    assert not any(r["holdout"] for r in RECORDS if r["group"] not in peaks.JUDGED_GROUPS)
 
 
 def _measuring(record: dict, view: str, gib: float) -> dict:
