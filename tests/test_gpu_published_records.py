@@ -11,6 +11,7 @@ from benchmarks.gpu_published import __main__ as published
 from benchmarks.gpu_published import peaks
 
 RECORDS = peaks.load_records()
+HERE = peaks.HERE
 PINNED_URL = re.compile(r"^https://github\.com/[^/]+/[^/]+/blob/[0-9a-f]{40}/\S+$")
 
 
@@ -31,15 +32,16 @@ def test_workload_validates_under_the_record_id(record: dict) -> None:
 
 
 def test_ids_are_unique_and_every_third_record_is_held_out() -> None:
-    """In the judged groups; the frameworks group (a report) was compared while its profiles were built: none of
-    its records is marked held out, which would claim a comparison made before modelling."""
+    """In the judged groups. The frameworks group (a report) holds out the records added after its profiles were
+    written (round 1, HOLDOUT.md), not a positional third: its first six were compared while the profiles were built."""
     assert len({r["id"] for r in RECORDS}) == len(RECORDS)
     judged = [r for r in RECORDS if r["group"] in peaks.JUDGED_GROUPS]
     assert [r["holdout"] for r in judged] == [i % 3 == 0 for i in range(1, len(judged) + 1)]
     for group in peaks.JUDGED_GROUPS:
         members = [r for r in RECORDS if r["group"] == group]
         assert any(r["holdout"] for r in members) and any(not r["holdout"] for r in members)
-    assert not any(r["holdout"] for r in RECORDS if r["group"] not in peaks.JUDGED_GROUPS)
+    holdout = (HERE / "HOLDOUT.md").read_text()
+    assert all(r["id"] in holdout for r in RECORDS if r["group"] not in peaks.JUDGED_GROUPS and r["holdout"])
 
 
 def _measuring(record: dict, view: str, gib: float) -> dict:
