@@ -260,6 +260,11 @@ class Evaluator:
         """What ``memo`` computed for ``key``, or None."""
         return self._memo.get(key)
 
+    @property
+    def budgets_computed(self) -> int:
+        """Plan budgets asked of the engine so far (each once: kept by plan and device)."""
+        return len(self._cache)
+
     def evaluate(
         self, plan: Plan, usable_bytes: int, device_name: str | None, compute_capability: tuple[int, int] | None = None
     ) -> PlanBudget:

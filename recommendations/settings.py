@@ -46,6 +46,11 @@ class Variants:
     def base(self) -> Evaluator:
         return self._evaluators[()]
 
+    @property
+    def budgets_computed(self) -> int:
+        """Plan budgets the engine was asked for, over every variant (what a recommendation costs)."""
+        return sum(evaluator.budgets_computed for evaluator in self._evaluators.values())
+
     def get(self, key: tuple[Any, ...], make: Callable[[Workload], Workload]) -> Evaluator:
         found = self._evaluators.get(key)
         if found is None:

@@ -426,7 +426,7 @@ def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, 
             _training_assumptions(p.gradients, bool(p.master_weights), t.optimizer, t.optimizer_impl, w.runtime.device)
         )
         out.append(dropout_assumption(w))
-        if t.framework not in ("transformers",) or t.fused_loss:
+        if t.framework != "transformers" or t.fused_loss:
             out.append(frameworks.framework_profile(t.framework).describe())
         if frameworks.fused_loss(t.framework, t.fused_loss):
             out.append(

@@ -46,6 +46,7 @@ class TrainingFrameworkProfile:
     fused_loss: bool = False  # a fused linear cross-entropy may be asked for (Unsloth's, Liger's under transformers)
     optimizer_in_backward: bool = False  # steps each parameter in its gradient hook (torchtune's optimizer_in_bwd)
     pinned_release: bool = False  # read from one release only: another version is refused
+    nf4_double_quant: bool = False  # its loader asks bitsandbytes for double-quantized NF4 weights
 
     @property
     def activation_offloading(self) -> bool:
@@ -99,9 +100,11 @@ FRAMEWORKS: dict[str, TrainingFrameworkProfile] = {
         True,
         1,  # one layer input in flight: `.to("cpu", non_blocking=True)` then the next layer runs
         "offloaded gradient checkpointing keeps each layer's input in host RAM (unsloth_zoo"
-        " gradient_checkpointing.py:145-175); cut cross-entropy, no logits (unsloth/models/llama.py:983-1000)",
+        " gradient_checkpointing.py:145-175); cut cross-entropy, no logits (unsloth/models/llama.py:983-1000);"
+        " NF4 double-quantized (unsloth/models/llama.py:1626-1631)",
         fused_loss=True,
         pinned_release=True,
+        nf4_double_quant=True,
     ),
 }
 
@@ -120,7 +123,7 @@ def fused_loss(name: str, given: bool | None) -> bool:
     return framework_profile(name).fused_loss_default if given is None else given
 
 
-#: torchtitan's per-op rule (distributed/activation_checkpoint.py:104-115): of a layer's matmuls, in call order, the
-#: 1st, 3rd, 5th, … keep their outputs (the count starts at 1 and an even count is recomputed).
 def saved_matmul_widths(widths: list[int]) -> list[int]:
+    """torchtitan's per-op rule (distributed/activation_checkpoint.py:104-115): of a layer's matmuls in call order,
+    the 1st, 3rd, 5th, … keep their outputs (the count starts at 1; an even count is recomputed)."""
     return widths[0::2]

@@ -547,7 +547,11 @@ class Workload(_Section):
     def nf4_double_quant(self) -> bool:
         """NF4 weights whose absmax is quantized too: what Unsloth's loader asks bitsandbytes for (``frameworks.py``);
         a checkpoint's own quantization_config is read exactly instead (`models/quantization.py`)."""
-        return self.precision.weights == "nf4" and self.training is not None and self.training.framework == "unsloth"
+        return (
+            self.precision.weights == "nf4"
+            and self.training is not None
+            and FRAMEWORKS[self.training.framework].nf4_double_quant
+        )
 
     @model_validator(mode="after")
     def _cross(self) -> Workload:
@@ -600,19 +604,14 @@ class Workload(_Section):
                     f"training.cpu_offload {offload!r} needs parallelism.zero_stage"
                     f" {'3 (FSDP full sharding, ZeRO-3)' if offload == 'parameters' else '≥ 1 (ZeRO-Offload)'}"
                 )
-            cuda_only = (
-                "training.optimizer paged_adamw_8bit",
-                "training.activation_offloading",
-                "training.cpu_offload",
-            )
             if self.runtime.device == "cpu" and (
                 self.training.optimizer == "paged_adamw_8bit"
                 or self.training.activation_offloading
                 or offload != "none"
             ):
                 raise ValueError(
-                    f"runtime.device 'cpu' has no device memory to page or offload from: {', '.join(cuda_only)}"
-                    " are CUDA settings"
+                    "runtime.device 'cpu' has no device memory to page or offload from: training.optimizer"
+                    " paged_adamw_8bit, training.activation_offloading and training.cpu_offload are CUDA settings"
                 )
         if self.runtime.device == "cpu" and par.devices > 1:
             raise ValueError("runtime.device 'cpu' budgets one process: use tensor = pipeline = data = 1")
