@@ -35,6 +35,20 @@ def _error(record_id: str) -> float:
     return (view["bytes"] - measured) / measured
 
 
+def _qlora_70b(preset: str, parallelism: dict | None = None, **training) -> Workload:
+    """A 70B QLoRA workload with full checkpointing and the given training settings."""
+    return Workload.model_validate(
+        {
+            "name": f"qlora-{preset}",
+            "task": "training",
+            "model": {"preset": preset},
+            "precision": {"weights": "nf4"},
+            "training": {"method": "qlora", "activation_checkpointing": "full", **training},
+            "parallelism": parallelism or {},
+        }
+    )
+
+
 def _verdicts(workload: Workload, accelerator: str) -> set[str]:
     views = [v for v in fixture_views() if v.accelerator_name == accelerator and v.device_count == 1]
     assert views, accelerator
@@ -99,22 +113,13 @@ def test_torchtitan_per_op_selective_checkpointing_is_within_15_percent() -> Non
 
 def test_unsloth_70b_qlora_fits_a_48_gb_card() -> None:
     """Unsloth's blog: Llama 3.3 70B QLoRA 'fits in 41GB'; batch 2 × 2048, rank 16, as its notebooks run it."""
-    workload = Workload.model_validate(
-        {
-            "name": "unsloth-70b",
-            "task": "training",
-            "model": {"preset": "llama-3.3-70b"},
-            "precision": {"weights": "nf4"},
-            "training": {
-                "framework": "unsloth",
-                "method": "qlora",
-                "micro_batch_size": 2,
-                "sequence_length": 2048,
-                "activation_checkpointing": "full",
-                "activation_offloading": True,
-                "lora": {"rank": 16, "target_modules": ALL_LINEAR},
-            },
-        }
+    workload = _qlora_70b(
+        "llama-3.3-70b",
+        framework="unsloth",
+        micro_batch_size=2,
+        sequence_length=2048,
+        activation_offloading=True,
+        lora={"rank": 16, "target_modules": ALL_LINEAR},
     )
     assert _verdicts(workload, "NVIDIA RTX A6000 48GB") == {"fits"}
     assert estimate(workload).per_device.total_bytes < 44 * GIB
@@ -145,22 +150,13 @@ def test_fsdp_qlora_with_cpu_offload_of_70b_on_four_24_gb_cards_is_expressible_a
     """philschmid.de/fsdp-qlora-llama3: Llama 3 70B on 4 × A10G with FSDP + QLoRA + CPU offload, '22 GB/GPU and 127
     GB CPU RAM' (seq 3072, batch 1). The device holds the gathered layers, the root unit and the activations; host
     RAM holds every process's shard of parameters, gradients and optimizer states."""
-    workload = Workload.model_validate(
-        {
-            "name": "fsdp-qlora-70b",
-            "task": "training",
-            "model": {"preset": "llama-3.1-70b"},
-            "precision": {"weights": "nf4"},
-            "training": {
-                "method": "qlora",
-                "micro_batch_size": 1,
-                "sequence_length": 3072,
-                "activation_checkpointing": "full",
-                "cpu_offload": "parameters",
-                "lora": {"rank": 16, "target_modules": ["all-linear"]},
-            },
-            "parallelism": {"data": 4, "zero_stage": 3},
-        }
+    workload = _qlora_70b(
+        "llama-3.1-70b",
+        {"data": 4, "zero_stage": 3},
+        micro_batch_size=1,
+        sequence_length=3072,
+        cpu_offload="parameters",
+        lora={"rank": 16, "target_modules": ["all-linear"]},
     )
     budget = estimate(workload)
     device = budget.per_device
