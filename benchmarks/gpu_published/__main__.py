@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from benchmarks.gpu_published.pools import TARGET_GIB, TARGET_PCT, fmt, pool_error
+from benchmarks.gpu_published.pools import TARGET_GIB, TARGET_PCT, fmt, pool_error, startup_workload
 from budgets.engine import Workload, estimate
 
 from . import peaks
@@ -48,27 +48,21 @@ def model_ref(model: dict[str, Any]) -> dict[str, Any]:
 
 
 def workload(record: dict[str, Any]) -> Workload:
-    mml = record["max_model_len"]
     inference: dict[str, Any] = {
         "engine": "vllm",
-        "max_input_tokens": mml - 1,
-        "max_output_tokens": 1,
-        "max_model_len": mml,
         "kv_block_tokens": record["kv_block_tokens"],
         "gpu_memory_utilization": record["gpu_memory_utilization"],
     }
     inference.update({key: record[key] for key in SETTINGS if key in record})
-    spec: dict[str, Any] = {
-        "name": record["id"],
-        "task": "inference",
-        "model": model_ref(record["model"]),
-        "inference": inference,
-        "parallelism": {"tensor": record["tensor"]},
-        "runtime": {"engine_version": record["vllm_version"]},
-    }
-    if record["precision"] is not None:  # null: the checkpoint's own (quantization_config), else the defaults
-        spec["precision"] = record["precision"]
-    return Workload.model_validate(spec)
+    return startup_workload(
+        record["id"],
+        model_ref(record["model"]),
+        record["precision"],
+        record["tensor"],
+        record["max_model_len"],
+        inference,
+        {"engine_version": record["vllm_version"]},
+    )
 
 
 def compare(record: dict[str, Any]) -> dict[str, Any]:

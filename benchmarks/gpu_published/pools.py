@@ -5,8 +5,34 @@ from __future__ import annotations
 
 from typing import Any
 
+from budgets.engine import Workload
+
 TARGET_GIB = 1.0
 TARGET_PCT = 3.0
+
+
+def startup_workload(
+    name: str,
+    model: dict[str, Any],
+    precision: dict[str, Any] | None,
+    tensor: int,
+    context: int,
+    inference: dict[str, Any],
+    runtime: dict[str, Any] | None = None,
+) -> Workload:
+    """The workload a start-up log stands for: one request of the context length the engine was started with, its
+    settings in ``inference`` (engine included); ``precision`` None: the checkpoint's own, else the defaults."""
+    spec: dict[str, Any] = {
+        "name": name,
+        "task": "inference",
+        "model": model,
+        "inference": {"max_input_tokens": context - 1, "max_output_tokens": 1, "max_model_len": context, **inference},
+        "parallelism": {"tensor": tensor},
+        "runtime": runtime or {},
+    }
+    if precision is not None:
+        spec["precision"] = precision
+    return Workload.model_validate(spec)
 
 
 def fmt(value: float | None, spec: str) -> str:

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks.gpu_published.pools import TARGET_GIB, TARGET_PCT, fmt, pool_error
+from benchmarks.gpu_published.pools import TARGET_GIB, TARGET_PCT, fmt, pool_error, startup_workload
 from budgets.engine import Workload, estimate
 from budgets.engine import sglang as rules
 from budgets.engine.components import runtime as rt
@@ -30,26 +30,13 @@ def load_records() -> list[dict[str, Any]]:
 
 
 def workload(record: dict[str, Any]) -> Workload:
-    ctx = record["context_len"]
-    inference: dict[str, Any] = {
-        "engine": "sglang",
-        "max_input_tokens": ctx - 1,
-        "max_output_tokens": 1,
-        "max_model_len": ctx,
-    }
+    inference: dict[str, Any] = {"engine": "sglang"}
     if record["mem_fraction_static"] is not None:
         inference["gpu_memory_utilization"] = record["mem_fraction_static"]
     if record.get("chunked_prefill_size"):
         inference["max_num_batched_tokens"] = record["chunked_prefill_size"]
-    return Workload.model_validate(
-        {
-            "name": record["id"],
-            "task": "inference",
-            "model": record["model"],
-            "precision": record["precision"],
-            "inference": inference,
-            "parallelism": {"tensor": record["tensor"]},
-        }
+    return startup_workload(
+        record["id"], record["model"], record["precision"], record["tensor"], record["context_len"], inference
     )
 
 
