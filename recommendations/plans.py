@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from budgets.engine import Budget, Workload, estimate, model_weight_bytes
+from budgets.engine import Budget, Device, Workload, estimate, model_weight_bytes, pool_cannot_hold
 from budgets.engine.engines import PLAIN_UTILIZATION, engine
 from catalog.compat import Facts
 
@@ -240,6 +240,8 @@ class Evaluator:
         self._cache: dict[tuple[int, str | None, tuple[int, int] | None, Plan], PlanBudget] = {}
         self._memo: dict[tuple[Any, ...], Any] = {}
         self._model_weights = model_weight_bytes(workload)
+        self._workloads: dict[Plan, Workload] = {}  # plan_workload per plan
+        self._pool_short: dict[tuple[int, str | None, tuple[int, int] | None, Plan], bool] = {}
 
     def weights_floor(self, plan: Plan) -> int:
         """A floor of what the busiest device of ``plan`` needs, without budgeting it: the model's weights
@@ -247,6 +249,25 @@ class Evaluator:
         replica's; for training, ZeRO-3 also splits them over the data-parallel group)."""
         sharing = plan.devices if self.workload.task == "training" else plan.devices_per_replica
         return self._model_weights // sharing
+
+    def pool_cannot_hold(
+        self, plan: Plan, usable_bytes: int, device_name: str | None, compute_capability: tuple[int, int] | None
+    ) -> bool:
+        """True when a pool engine's pool under ``plan`` on this device cannot hold the sessions' KV, known from
+        its weights without budgeting it (``budgets.engine.pool_cannot_hold``): the plan has a memory failure, so
+        it neither fits nor runs."""
+        key = (usable_bytes, device_name, compute_capability, plan)
+        found = self._pool_short.get(key)
+        if found is None:
+            device = Device(usable_bytes, device_name, compute_capability)
+            found = self._pool_short[key] = pool_cannot_hold(self._plan_workload(plan), device)
+        return found
+
+    def _plan_workload(self, plan: Plan) -> Workload:
+        found = self._workloads.get(plan)
+        if found is None:
+            found = self._workloads[plan] = plan_workload(self.workload, plan)
+        return found
 
     def memo(self, key: tuple[Any, ...], compute: Callable[[], T]) -> T:
         """A result derived from this workload's budgets (a verdict per configuration shape, its settings),
@@ -277,7 +298,7 @@ class Evaluator:
     def _budget(
         self, plan: Plan, usable_bytes: int, device_name: str | None, compute_capability: tuple[int, int] | None
     ) -> PlanBudget:
-        workload = plan_workload(self.workload, plan)
+        workload = self._plan_workload(plan)
         budget = estimate(workload, usable_bytes, device_name, compute_capability)
         share = _pool_share(workload, usable_bytes)
         per_device = budget.per_device

@@ -426,6 +426,9 @@ def _search_plans(
         if cannot_fit(evaluator, plan, usable, corrections):
             skipped.append((order, plan))
             continue
+        # a plan whose pool cannot hold the sessions neither fits nor runs; only a search for the closest needs it
+        if not closest and evaluator.pool_cannot_hold(plan, usable, view.accelerator_name, view.compute_capability):
+            continue
         assessment = assessed(plan)
         if assessment.fits:
             return Outcome(Verdict.FITS, assessment, ())

@@ -35,7 +35,7 @@ from .custom import custom_budget
 from .device import Device
 from .dtypes import nbytes
 from .engines import engine
-from .inference import inference_stage, serving_assumptions
+from .inference import inference_stage, serving_assumptions, vllm_pool_short
 from .models.parameters import ParameterCount, parameter_count
 from .models.spec import ModelSpec
 from .phases import StagePhases
@@ -163,6 +163,17 @@ def _stage_phases(
     layer_p, emb_p, head_p = parallel.stage_parameters(spec, pc, stage, w.model.parameter_count if w.model else None)
     if w.task == "training":
         return training_stage(w, stage, layer_p, emb_p, head_p, total_params)
+    weights, w_note = _stage_weights(w, stage, (layer_p, emb_p, head_p), total_params)
+    st = inference_stage(w, stage, weights, gpu)
+    st.notes.setdefault("weights", w_note)
+    return st
+
+
+def _stage_weights(
+    w: Workload, stage: parallel.Stage, parameters: tuple[float, float, float], total_params: int
+) -> tuple[Range, str]:
+    """An inference stage's weights (its layers', embedding's and head's parameters in the workload's storage)."""
+    layer_p, emb_p, head_p = parameters
     wb, w_note = weight_bytes(
         layer_p,
         emb_p,
@@ -180,12 +191,31 @@ def _stage_phases(
         and not (w.model and w.model.weights_bytes)
     ):
         wb = int(total_params * nbytes(w.precision.weights))
-    weights = Range.exact(wb)
-    if spec.layer_model == "generic":
-        weights = Range.spread(wb, 1 - GENERIC_WEIGHTS_BAND, 1 + GENERIC_WEIGHTS_BAND)
-    st = inference_stage(w, stage, weights, gpu)
-    st.notes.setdefault("weights", w_note)
-    return st
+    if w.spec.layer_model == "generic":
+        return Range.spread(wb, 1 - GENERIC_WEIGHTS_BAND, 1 + GENERIC_WEIGHTS_BAND), w_note
+    return Range.exact(wb), w_note
+
+
+def pool_cannot_hold(workload: Workload, device: Device) -> bool:
+    """True when a vLLM workload's pool cannot hold what its sessions need on some device of its plan, known
+    without budgeting it: every stage ``estimate`` budgets is asked ``inference.vllm_pool_short`` with its exact
+    weights, and vLLM takes the smallest pool over the ranks (``vllm.tightest``). The plan then has a memory
+    failure: it neither fits nor runs, so a search for a plan that runs skips it
+    (``recommendations.verdicts.runnable_plan``). False for other engines and tasks, and without the device's
+    memory."""
+    w = workload
+    inf = w.inference
+    if w.task != "inference" or inf is None or inf.engine != "vllm" or not device.memory_bytes:
+        return False
+    spec, par = w.spec, w.parallelism
+    pc = parameter_count(spec)
+    total_params = (w.model.parameter_count if w.model else None) or pc.total
+    for stage in parallel.stages(spec, par.tensor, par.pipeline, 1, 0, par.sequence_parallel):
+        parameters = parallel.stage_parameters(spec, pc, stage, w.model.parameter_count if w.model else None)
+        weights, _ = _stage_weights(w, stage, parameters, total_params)
+        if vllm_pool_short(w, stage, device, weights.bytes):
+            return True
+    return False
 
 
 @dataclass(slots=True)

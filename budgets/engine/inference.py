@@ -237,6 +237,48 @@ def _decode_activations(
 # --- vLLM ---------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _VllmServer:
+    """What a vLLM server of the workload sizes on one stage's device before any memory is counted: its
+    release and memory fraction, its scheduler budgets, the stage's KV layout and the KV the sessions need."""
+
+    version: str
+    utilization: float
+    batched: int  # max_num_batched_tokens
+    seqs: int  # max_num_seqs
+    cache: vllm.CacheLayout
+    needed_bytes: int  # the asked sessions at the longest request
+
+
+def _vllm_server(w: Workload, stage: parallel.Stage, device: Device) -> _VllmServer:
+    assert w.inference is not None
+    inf = w.inference
+    assert inf.max_model_len is not None
+    version = w.runtime.engine_version or vllm.DEFAULT_VLLM_VERSION
+    batched, seqs = vllm.scheduler_defaults(version, device.memory_bytes, device.name, inf.max_model_len)
+    batched, seqs = inf.max_num_batched_tokens or batched, inf.max_num_seqs or seqs
+    kv_prec, block = w.precision.kv_cache or "bf16", inf.kv_block_tokens
+    cache = vllm.CacheLayout(w.spec, stage.tensor, stage.first_layer, stage.layers, kv_prec, block, batched)
+    return _VllmServer(
+        version=version,
+        utilization=inf.gpu_memory_utilization or vllm.default_gpu_memory_utilization(version),
+        batched=batched,
+        seqs=seqs,
+        cache=cache,
+        needed_bytes=cache.request_bytes(inf.max_request_tokens) * inf.concurrent_sessions,
+    )
+
+
+def vllm_pool_short(w: Workload, stage: parallel.Stage, device: Device, weights_bytes: int) -> bool:
+    """True when the vLLM pool on ``stage``'s device, whose weights are at least ``weights_bytes``, cannot hold the KV
+    the workload's sessions need there: the pool is u·T − weights − profile-run peak − non-torch − graphs
+    (``vllm.serving_plan``), at most u·T − weights, and the KV needed is ``vllm_stage``'s. Known without the profile
+    run; ``estimate.pool_cannot_hold`` asks it of every stage."""
+    assert device.memory_bytes
+    server = _vllm_server(w, stage, device)
+    return int(device.memory_bytes * server.utilization) - weights_bytes < server.needed_bytes
+
+
 def vllm_stage(w: Workload, stage: parallel.Stage, weights: Range, device: Device) -> StagePhases:
     """vLLM: weights + the profile run's peak + the KV pool it sizes from T (budgets/engine/vllm.py)."""
     assert w.inference is not None
@@ -244,15 +286,11 @@ def vllm_stage(w: Workload, stage: parallel.Stage, weights: Range, device: Devic
     spec, inf = w.spec, w.inference
     assert inf.max_model_len is not None
     d = nbytes(w.precision.compute or "bf16")
-    kv_prec = w.precision.kv_cache or "bf16"
-    version = w.runtime.engine_version or vllm.DEFAULT_VLLM_VERSION
-    util = inf.gpu_memory_utilization or vllm.default_gpu_memory_utilization(version)
-    b, longest, block = inf.concurrent_sessions, inf.max_request_tokens, inf.kv_block_tokens
-    batched, seqs = vllm.scheduler_defaults(version, device_memory_bytes, device.name, inf.max_model_len)
-    batched, seqs = inf.max_num_batched_tokens or batched, inf.max_num_seqs or seqs
-    cache = vllm.CacheLayout(spec, stage.tensor, stage.first_layer, stage.layers, kv_prec, block, batched)
+    server = _vllm_server(w, stage, device)
+    version, util, batched, seqs, cache = server.version, server.utilization, server.batched, server.seqs, server.cache
+    b, longest = inf.concurrent_sessions, inf.max_request_tokens
     per_tok = cache.page_bytes_per_token
-    needed = cache.request_bytes(longest) * b
+    needed = server.needed_bytes
     weights = weights + Range.exact(vllm.rotary_cache_bytes(spec, d))
     mxfp4 = w.precision.weights == "mxfp4"
     marlin = vllm.mxfp4_padding_bytes(spec, stage.tensor, compute_capability) if mxfp4 else 0

@@ -109,3 +109,72 @@ def test_each_suggested_value_fits_and_the_next_on_its_grid_does_not(name: str) 
                 assert not _fits(_with(workload, dotted, value + step), view), (view.slug, dotted, value)
             checked += 1
     assert checked > 0
+
+
+def _vllm_workloads() -> list[Workload]:
+    """Every preset vLLM serves (dense, MoE, MLA, sliding-window, hybrid and recurrent caches), at a few sessions
+    and lengths: 1 × 32,768 tokens, 16 × 9,216 and 64 × 4,096, with an fp8 KV cache for one."""
+    from pydantic import ValidationError
+
+    from budgets.engine import load_presets
+
+    shapes = ((1, 30_720, 2_048, "bf16"), (16, 8_192, 1_024, "bf16"), (64, 3_072, 1_024, "fp8"))
+    out = []
+    for preset in sorted(load_presets()):
+        for sessions, prompt, output, kv in shapes:
+            description = {
+                "name": f"{preset}-{sessions}",
+                "model": {"preset": preset},
+                "precision": {"weights": "bf16", "kv_cache": kv},
+                "inference": {
+                    "engine": "vllm",
+                    "max_input_tokens": prompt,
+                    "max_output_tokens": output,
+                    "concurrent_sessions": sessions,
+                },
+            }
+            try:
+                out.append(Workload.model_validate(description))
+            except ValidationError:
+                continue  # a preset vLLM does not serve (refused with why, elsewhere)
+    return out
+
+
+def test_a_plan_whose_pool_cannot_hold_the_sessions_never_runs() -> None:
+    """``Evaluator.pool_cannot_hold`` skips plans without budgeting them when a search looks only for one that
+    runs: every plan it skips, budgeted, has a memory failure, over every preset vLLM serves and every
+    candidate plan of every catalog configuration; and it does skip (it is not vacuously right)."""
+    workloads = _vllm_workloads()
+    assert len(workloads) > 100
+    skipped = kept = 0
+    for workload in workloads:
+        evaluator = Evaluator(workload)
+        for view in _views().values():
+            usable, _ = usable_for(workload, view)
+            for plan in candidate_plans(workload, view):
+                if not evaluator.pool_cannot_hold(plan, usable, view.accelerator_name, view.compute_capability):
+                    kept += 1
+                    continue
+                skipped += 1
+                pb = evaluator.evaluate(plan, usable, view.accelerator_name, view.compute_capability)
+                assessment = assess_plan(workload, view, pb, usable, NONE)
+                assert not assessment.runs, (workload.name, view.slug, plan.label())
+    assert skipped > 1000 and kept > 1000, (skipped, kept)
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-70b-vllm", "llama-3.1-70b-vllm-48-sessions"])
+def test_looking_only_for_a_plan_that_runs_finds_the_judged_plan(name: str) -> None:
+    """``runnable_plan`` (which skips plans by their pool) and ``choose_plan`` (which judges every plan) agree on
+    every configuration: the same plan where one runs, and None from the first exactly where the second does
+    not find one that runs."""
+    from recommendations.verdicts import runnable_plan
+
+    workload = WORKLOADS[name]
+    for view in _compatible(workload):
+        found = runnable_plan(view, Evaluator(workload), NONE)
+        judged = choose_plan(view, Evaluator(workload), NONE)
+        if judged.verdict in (Verdict.FITS, Verdict.TIGHT):
+            assert found is not None and found.assessment.plan_budget.plan == judged.assessment.plan_budget.plan
+            assert found.verdict == judged.verdict
+        else:
+            assert found is None, view.slug
