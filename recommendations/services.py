@@ -25,13 +25,13 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Max, QuerySet, Sum
+from django.db.models import QuerySet
 
 from budgets.engine import Workload as WorkloadSpec
 from budgets.services import budget_compute, workload_validate
 from catalog.selectors import catalog_version
 from measurements.calibration import CalibrationRecord, WorkloadSummary
-from measurements.models import Measurement
+from measurements.models import Measurement, MeasurementReview
 from measurements.services import calibration_records, trusted_measurements, workload_summary
 
 from .document import RecommendationDocument, RecommendationsDocument, RecommendedWorkloadDocument
@@ -198,11 +198,40 @@ def _scope(user: Any | None) -> Any:
     return "all" if user is None or user.is_staff else ("user", user.pk)
 
 
-def _fingerprint(visible: QuerySet[Measurement]) -> Fingerprint:
-    numbers = visible.aggregate(
-        count=Count("id"), top=Max("id"), ids=Sum("id"), jobs=Sum("job_id"), reviews=Sum("review__id")
+#: The fingerprint's SQL per visibility scope, compiled once (compiling the ORM's aggregate cost 0.6 ms of CPU per
+#: request, running it 0.04 ms); least recently used dropped first.
+FINGERPRINT_SQL_KEPT = 1024
+_fingerprint_sql: OrderedDict[Any, tuple[str, tuple[Any, ...]]] = OrderedDict()
+_fingerprint_lock = threading.Lock()
+
+
+def _fingerprint_query(scope: Any, visible: QuerySet[Measurement]) -> tuple[str, tuple[Any, ...]]:
+    """``visible``'s count, highest id and sums of the ids, job ids and review ids, as SQL with its parameters:
+    the visible rows' ids as a subquery (the scope decides them: ``_visible_measurements``)."""
+    with _fingerprint_lock:
+        found = _fingerprint_sql.get(scope)
+        if found is not None:
+            _fingerprint_sql.move_to_end(scope)
+            return found
+    ids, params = visible.order_by().values("id").query.sql_with_params()
+    measurement, review = Measurement._meta.db_table, MeasurementReview._meta.db_table
+    sql = (
+        f"SELECT COUNT(m.id), MAX(m.id), SUM(m.id), SUM(m.job_id), SUM(r.id) FROM {measurement} m"
+        f" LEFT OUTER JOIN {review} r ON r.measurement_id = m.id WHERE m.id IN ({ids})"
     )
-    return (int(numbers["count"]), numbers["top"], numbers["ids"], numbers["jobs"], numbers["reviews"])
+    with _fingerprint_lock:
+        _fingerprint_sql[scope] = (sql, tuple(params))
+        while len(_fingerprint_sql) > FINGERPRINT_SQL_KEPT:
+            _fingerprint_sql.popitem(last=False)
+    return sql, tuple(params)
+
+
+def _fingerprint(scope: Any, visible: QuerySet[Measurement]) -> Fingerprint:
+    sql, params = _fingerprint_query(scope, visible)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        count, top, ids, jobs, reviews = cursor.fetchone()
+    return (int(count), top, ids, jobs, reviews)
 
 
 def acceptance_records(views: Iterable[ConfigurationView], user: Any | None) -> list[CalibrationRecord]:
@@ -226,12 +255,12 @@ def _records_kept(
     visible = _visible_measurements(user)
     if connection.in_atomic_block:
         return _build_records(views, visible), None
-    fingerprint = _fingerprint(visible)
     scope = _scope(user)
+    fingerprint = _fingerprint(scope, visible)
     kept = _records_cache.get(scope, fingerprint, views)
     if kept is None:
         kept = _Kept(fingerprint, views, _build_records(views, visible))
-        if _fingerprint(visible) != fingerprint:  # a row added or removed while they were read: not kept
+        if _fingerprint(scope, visible) != fingerprint:  # a row added or removed while they were read: not kept
             return kept.records, None
         _records_cache.put(scope, kept)
     return kept.records, kept
