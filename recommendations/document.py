@@ -8,6 +8,7 @@ settings write that the document does not define fails there, not in a client. P
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -106,8 +107,23 @@ class EvidenceDocument(_Document):
 
     @classmethod
     def of(cls, evidence: EvidenceInfo) -> EvidenceDocument:
-        measured = [EvidenceMeasurementDocument.model_construct(None, **m) for m in evidence.measurements]
+        measured = [
+            _measurement_document(m["measurement"], m["order"], m["job"], m["configuration"], m["view"])
+            for m in evidence.measurements
+        ]
         return _read(cls, evidence, level=evidence.label, measurements=measured)
+
+
+@functools.lru_cache(maxsize=8192)
+def _measurement_document(
+    measurement: int, order: int, job: int | None, configuration: str, view: str
+) -> EvidenceMeasurementDocument:
+    """A measurement behind the evidence, built once per process: every entry a calibration picks it for (tens
+    per answer, the same ones in every answer of a workload kind) shares it, as nothing changes a document once
+    built."""
+    return EvidenceMeasurementDocument.model_construct(
+        None, measurement=measurement, order=order, job=job, configuration=configuration, view=view
+    )
 
 
 class LatencyDocument(_Document):
