@@ -181,8 +181,9 @@ class AssumedCudaDocument(_Document):
 
 
 class SuggestedSettingsDocument(_Document):
-    """vLLM settings (vLLM workloads), training settings (training), the nearest changes (does_not_fit); each
-    only where it applies."""
+    """vLLM settings (vLLM and SGLang workloads: SGLang's under the same workload field names, e.g.
+    gpu_memory_utilization for --mem-fraction-static), training settings (training), the nearest changes
+    (does_not_fit); each only where it applies."""
 
     tensor_parallel_size: int | None = Field(None, description="vLLM")
     pipeline_parallel_size: int | None = Field(None, description="vLLM")
@@ -195,6 +196,8 @@ class SuggestedSettingsDocument(_Document):
     kv_cache_tokens: int | None = Field(None, description="vLLM")
     max_concurrency_at_longest_request_per_replica: int | None = Field(None, description="vLLM")
     max_concurrency_at_longest_request: int | None = Field(None, description="vLLM, over the replicas.")
+    cuda_graph_max_bs: int | None = Field(None, description="SGLang: --cuda-graph-max-bs, as the budget resolved it.")
+    kv_block_tokens: int | None = Field(None, description="SGLang: --page-size (1 unless the workload names one).")
     tensor: int | None = Field(None, description="training")
     pipeline: int | None = Field(None, description="training")
     data: int | None = Field(None, description="training: data-parallel degree.")
@@ -221,7 +224,7 @@ class PriceBasisDocument(_Document):
 class LaunchDocument(_Document):
     """The command that runs the entry's plan, checked against the engine release's own flags."""
 
-    engine: Literal["vllm"]
+    engine: Literal["vllm", "sglang", "torchtune"]
     checked_against: str = Field(description="The engine release whose flags the command passed, e.g. 'vllm 0.11.0'.")
     argv: list[str] = Field(description="The command as arguments.")
     text: str = Field(description="The same, quoted for a POSIX shell.")
@@ -255,8 +258,10 @@ class RecommendationDocument(_Document):
     latency: LatencyDocument | None = Field(description="Inference only, where the catalog has the figures.")
     cost: CostDocument | None = Field(description="Where the catalog has a price.")
     launch: LaunchDocument | None = Field(
-        description="fits and tight entries of a vLLM workload that names its checkpoint (a preset, or a config.json"
-        " whose _name_or_path is a repository id): `vllm serve` for the plan; null otherwise."
+        description="fits and tight entries of a workload that names its checkpoint (a preset, or a config.json"
+        " whose _name_or_path is a repository id): `vllm serve` (vLLM), `python -m sglang.launch_server` (SGLang) or"
+        " `tune run` (torchtune training) for the plan; null otherwise (other engines and training frameworks, and"
+        " what the framework's recipes cannot run as budgeted: `manage.py recommend --launch` says why)."
     )
     price_basis: PriceBasisDocument = Field(
         description="The price the entry was ranked on (after the verdict and the evidence): per million output"

@@ -6,11 +6,22 @@ and token budgets; the workload's compute and KV cache dtypes, KV block size, on
 sizes its KV pool as the budget did. ``max_num_seqs`` and ``gpu_memory_utilization`` are passed even where they are
 vLLM's defaults: those defaults move with the release and the GPU.
 
-Every command is checked against the flags of the vLLM release they were extracted from (``fixtures/engines/``, by
-``tools/engine_args/extract_vllm.py`` from PyPI's sdist, its sha256 in the fixture): a flag that release does not
-define, or a value outside the allowed set of a flag that has one, raises :class:`LaunchError`, so a renamed flag
-fails a test here rather than a deployment. ``workload_from_vllm`` reads a command back into the workload and plan it
-launches (the round trip ``tests/recommendations/test_launch.py`` checks reproduces the budget).
+An SGLang workload's gets ``python -m sglang.launch_server --model-path MODEL …`` likewise
+(``recommendations.settings.sglang_settings``): ``--mem-fraction-static``, ``--chunked-prefill-size`` and
+``--cuda-graph-max-bs`` as the budget resolved them for that GPU and tensor degree (SGLang's own defaults where the
+workload names none), ``--max-running-requests`` and ``--context-length`` as the budget's pool arithmetic used them,
+``--page-size`` and an explicit ``--kv-cache-dtype`` (SGLang's ``auto`` takes an FP8 KV cache from a checkpoint
+that asks for one). ``--dp-size`` runs replicas of the whole model; ``--enable-dp-attention`` is never passed: the
+budget does not model DP attention (``budgets.engine.sglang.server_defaults`` reserves for it as off). A context
+beyond the model's ``max_position_embeddings`` gets a note: SGLang starts with it only under an environment variable.
+
+Every command is checked against the flags of the engine release they were extracted from (``fixtures/engines/``, by
+``tools/engine_args/extract_vllm.py`` and ``extract_sglang.py`` from PyPI's sdists, their sha256 in the fixtures): a
+flag that release does not define, or a value outside the allowed set of a flag that has one, raises
+:class:`LaunchError`, so a renamed flag fails a test here rather than a deployment. ``workload_from_vllm`` and
+``workload_from_sglang`` read a command back into the workload and plan it launches (the round trip
+``tests/recommendations/test_launch.py`` checks reproduces the budget). ``launch_for`` is the one entry point: by
+task and engine.
 """
 
 from __future__ import annotations
@@ -18,15 +29,17 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from budgets.engine import Workload
+from budgets.engine import sglang as sglang_rules
 from budgets.engine import vllm as vllm_rules
 from budgets.engine.dtypes import framework_dtype
+from budgets.engine.schema import FLOAT_PRECISIONS, PrecisionSpec
 
 from .plans import Plan
 
@@ -35,6 +48,13 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "engines"
 VLLM_FLAGS_RELEASE = vllm_rules.DEFAULT_VLLM_VERSION
 #: The workload's KV cache dtypes as vLLM's ``--kv-cache-dtype`` spells them (the fixture's choices).
 VLLM_KV_DTYPES = {"bf16": "bfloat16", "fp8": "fp8"}
+#: The SGLang release whose flags commands are checked against: the one SGLang profile's release.
+SGLANG_FLAGS_RELEASE = sglang_rules.SGLANG_VERSION
+#: The workload's KV cache dtypes as SGLang's ``--kv-cache-dtype`` spells them (``fp8_e4m3``: what vLLM's ``fp8``
+#: is); a KV cache of the compute dtype otherwise is SGLang's ``auto``.
+SGLANG_KV_DTYPES = {"bf16": "bfloat16", "fp8": "fp8_e4m3"}
+#: ``--dtype`` back to the workload's compute precision.
+COMPUTE_OF_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 class LaunchError(ValueError):
@@ -51,17 +71,22 @@ class EngineFlags:
     flags: frozenset[str]
     choices: Mapping[str, tuple[str, ...]]
     source: Mapping[str, Any]
+    model_flag: str | None = None  # the flag that names the model (SGLang's --model-path); None: positional (vLLM)
 
     def problems(self, argv: Sequence[str]) -> list[str]:
-        """What this release would refuse in ``argv`` (the command, one positional, then ``--flag value`` pairs)."""
+        """What this release would refuse in ``argv``: the command, the model (positional, or its flag), then
+        ``--flag value`` pairs."""
         n = len(self.command)
         if tuple(argv[:n]) != self.command:
             return [f"the command is {' '.join(self.command)}, not {' '.join(argv[:n])}"]
-        rest = list(argv[n:])
-        if not rest or rest[0].startswith("-"):
-            return ["the model comes first, as vLLM's positional model_tag"]
+        items = list(argv[n:])
+        if self.model_flag is None:
+            if not items or items[0].startswith("-"):
+                return ["the model comes first, as vLLM's positional model_tag"]
+            items = items[1:]
+        elif self.model_flag not in items[::2]:
+            return [f"no model: {self.engine} takes it as {self.model_flag}"]
         found = []
-        items = rest[1:]
         for i in range(0, len(items), 2):
             flag, value = items[i], items[i + 1] if i + 1 < len(items) else None
             if flag not in self.flags:
@@ -71,6 +96,16 @@ class EngineFlags:
             elif flag in self.choices and value not in self.choices[flag]:
                 found.append(f"{flag} {value}: not one of {', '.join(self.choices[flag])}")
         return found
+
+    def parse(self, argv: Sequence[str]) -> argparse.Namespace:
+        """``argv``'s values by flag (``--tp-size`` → ``tp_size``; the positional model as ``model``), every flag
+        taking one value: how the commands of this module are read back."""
+        parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+        if self.model_flag is None:
+            parser.add_argument("model")
+        for flag in self.flags:
+            parser.add_argument(flag)
+        return parser.parse_args(list(argv[len(self.command) :]))
 
 
 @cache
@@ -83,6 +118,7 @@ def engine_flags(engine: str, release: str) -> EngineFlags:
         flags=frozenset(data["flags"]),
         choices={flag: tuple(values) for flag, values in data["choices"].items()},
         source=data["source"],
+        model_flag=data.get("model_flag"),
     )
 
 
@@ -100,21 +136,72 @@ class Launch:
         return shlex.join(self.argv)
 
 
+def _served(workload: Workload, engine: str, settings: Mapping[str, Any], *needed: str) -> str | None:
+    """The checkpoint an ``engine`` server of ``workload`` loads, when ``settings`` are that plan's: None for another
+    engine or task, settings without one of ``needed``, or a workload that names no checkpoint (an architecture)."""
+    inference = workload.inference
+    if workload.task != "inference" or inference is None or inference.engine != engine:
+        return None
+    if any(settings.get(name) is None for name in needed):
+        return None
+    return workload.model.hf_repo() if workload.model is not None else None
+
+
+def _dtype_flags(
+    precision: PrecisionSpec, kv_dtypes: Mapping[str, str], label: str, explicit_kv: bool
+) -> tuple[list[tuple[str, object]], list[str]]:
+    """``--kv-cache-dtype`` and ``--quantization`` for the workload's precision, and what the server does otherwise
+    than the budget. ``explicit_kv``: pass the KV dtype even where it is the compute dtype (``auto`` when it has no
+    name of its own); else only where it differs."""
+    pairs: list[tuple[str, object]] = []
+    notes = []
+    kv, compute = precision.kv_cache or "bf16", precision.compute or "bf16"  # set by PrecisionSpec's defaults
+    if kv in kv_dtypes and (explicit_kv or kv != compute):
+        pairs.append(("--kv-cache-dtype", kv_dtypes[kv]))
+    elif kv == compute and explicit_kv:
+        pairs.append(("--kv-cache-dtype", "auto"))
+    elif kv != compute:
+        notes.append(f"a {kv} KV cache: {label}'s --kv-cache-dtype has no such choice; this server keeps"
+                     " the compute dtype's, larger than the budget's")  # fmt: skip
+    if precision.weights == "fp8":
+        pairs.append(("--quantization", "fp8"))
+        notes.append("--quantization fp8: FP8 weights (an FP8 checkpoint, or a bf16 one quantized as it loads)")
+    elif precision.weights not in FLOAT_PRECISIONS:
+        notes.append(f"{precision.weights} weights: {label} reads the method from the checkpoint's quantization config")
+    return pairs, notes
+
+
+def _checked(
+    flags: EngineFlags, label: str, version: str, base: list[str], pairs: list[tuple[str, object]], notes: list[str]
+) -> Launch:
+    """The command ``base`` + ``pairs`` (those with a value), refused with :class:`LaunchError` where ``flags``'s
+    release would refuse it; a note when the workload names another release than the one checked against."""
+    argv = list(base)
+    for flag, value in pairs:
+        if value is not None:
+            argv += [flag, str(value)]
+    if version != flags.release:
+        notes.append(f"flags checked against {label} {flags.release}'s; the workload names {label} {version}")
+    problems = flags.problems(argv)
+    if problems:
+        raise LaunchError("; ".join(problems))
+    return Launch(flags.engine, f"{flags.engine} {flags.release}", tuple(argv), tuple(notes))
+
+
+def _replicas_note(flag: str, replicas: int) -> list[str]:
+    return [f"{flag} {replicas}: one server, a replica per data-parallel rank"] if replicas > 1 else []
+
+
 def vllm_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | None:
     """``vllm serve`` for a vLLM workload's plan (``settings``: an entry's suggested settings); None for another
     engine or task, a plan without vLLM settings, or a workload that names no checkpoint (an architecture)."""
-    inference = workload.inference
-    if workload.task != "inference" or inference is None or inference.engine != "vllm":
-        return None
-    if settings.get("tensor_parallel_size") is None or settings.get("max_model_len") is None:
-        return None
-    model = workload.model.hf_repo() if workload.model is not None else None
+    model = _served(workload, "vllm", settings, "tensor_parallel_size", "max_model_len")
     if model is None:
         return None
+    inference, precision = workload.inference, workload.precision
+    assert inference is not None
     version = workload.runtime.engine_version or vllm_rules.DEFAULT_VLLM_VERSION
     utilization = inference.gpu_memory_utilization or vllm_rules.default_gpu_memory_utilization(version)
-    precision = workload.precision
-    argv = ["vllm", "serve", model]
     pairs: list[tuple[str, object]] = [
         ("--tensor-parallel-size", settings["tensor_parallel_size"]),
         ("--pipeline-parallel-size", settings["pipeline_parallel_size"]),
@@ -126,51 +213,81 @@ def vllm_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | Non
         ("--dtype", framework_dtype(precision.compute)),
         ("--block-size", inference.kv_block_tokens),
     ]
-    notes = []
-    if precision.kv_cache != precision.compute and precision.kv_cache in VLLM_KV_DTYPES:
-        pairs.append(("--kv-cache-dtype", VLLM_KV_DTYPES[precision.kv_cache]))
-    elif precision.kv_cache != precision.compute:
-        notes.append(f"a {precision.kv_cache} KV cache: vLLM's --kv-cache-dtype has no such choice; this server keeps"
-                     " the compute dtype's, larger than the budget's")  # fmt: skip
-    if precision.weights == "fp8":
-        pairs.append(("--quantization", "fp8"))
-        notes.append("--quantization fp8: FP8 weights (an FP8 checkpoint, or a bf16 one quantized as it loads)")
-    elif precision.weights not in ("bf16", "fp16", "fp32"):
-        notes.append(f"{precision.weights} weights: vLLM reads the method from the checkpoint's quantization config")
-    for flag, value in pairs:
-        if value is not None:
-            argv += [flag, str(value)]
-    if settings["replicas"] > 1:
-        notes.append(f"--data-parallel-size {settings['replicas']}: one server, a replica per data-parallel rank")
+    dtype_pairs, notes = _dtype_flags(precision, VLLM_KV_DTYPES, "vLLM", explicit_kv=False)
     flags = engine_flags("vllm", VLLM_FLAGS_RELEASE)
-    if version != flags.release:
-        notes.append(f"flags checked against vLLM {flags.release}'s; the workload names vLLM {version}")
-    problems = flags.problems(argv)
-    if problems:
-        raise LaunchError("; ".join(problems))
-    return Launch("vllm", f"vllm {flags.release}", tuple(argv), tuple(notes))
+    notes += _replicas_note("--data-parallel-size", settings["replicas"])
+    return _checked(flags, "vLLM", version, [*flags.command, model], pairs + dtype_pairs, notes)
+
+
+def sglang_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | None:
+    """``python -m sglang.launch_server`` for an SGLang workload's plan (``settings``: an entry's suggested
+    settings, ``sglang_settings``); None for another engine or task, a plan without SGLang settings, or a workload
+    that names no checkpoint."""
+    model = _served(workload, "sglang", settings, "tensor_parallel_size", "max_model_len", "cuda_graph_max_bs")
+    if model is None:
+        return None
+    flags = engine_flags("sglang", SGLANG_FLAGS_RELEASE)
+    assert flags.model_flag is not None
+    pipeline, replicas = settings["pipeline_parallel_size"], settings["replicas"]
+    pairs: list[tuple[str, object]] = [
+        ("--tp-size", settings["tensor_parallel_size"]),
+        ("--pp-size", pipeline if pipeline > 1 else None),
+        ("--dp-size", replicas if replicas > 1 else None),
+        ("--context-length", settings["max_model_len"]),
+        ("--mem-fraction-static", settings["gpu_memory_utilization"]),
+        ("--max-running-requests", settings["max_num_seqs"]),
+        ("--chunked-prefill-size", settings["max_num_batched_tokens"]),
+        ("--cuda-graph-max-bs", settings["cuda_graph_max_bs"]),
+        ("--page-size", settings["kv_block_tokens"]),
+        ("--dtype", framework_dtype(workload.precision.compute)),
+    ]
+    dtype_pairs, notes = _dtype_flags(workload.precision, SGLANG_KV_DTYPES, "SGLang", explicit_kv=True)
+    notes += _replicas_note("--dp-size", replicas)
+    if 0 < workload.spec.max_position_embeddings < settings["max_model_len"]:  # 0: the config names none
+        notes.append(f"--context-length {settings['max_model_len']} is above the model's max_position_embeddings"
+                     f" ({workload.spec.max_position_embeddings}): SGLang refuses it unless"
+                     " SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 is set (sglang/srt/configs/model_config.py:383-404;"
+                     " a RoPE scaling factor can raise its limit)")  # fmt: skip
+    version = workload.runtime.engine_version or SGLANG_FLAGS_RELEASE
+    return _checked(flags, "SGLang", version, [*flags.command, flags.model_flag, model], pairs + dtype_pairs, notes)
+
+
+#: The launch command of each serving engine that has one, by ``inference.engine``.
+SERVING_LAUNCHES: dict[str, Callable[[Workload, Mapping[str, Any]], Launch | None]] = {
+    "vllm": vllm_launch,
+    "sglang": sglang_launch,
+}
+
+
+def launch_for(workload: Workload, settings: Mapping[str, Any]) -> Launch | None:
+    """The command that runs an entry's plan (``settings``: its suggested settings): by the workload's engine for
+    inference; None for an engine without one, and for training and custom workloads (a training entry's command is
+    ``training_launch.training_launch``'s, for its plan)."""
+    if workload.task == "inference" and workload.inference is not None:
+        launch = SERVING_LAUNCHES.get(workload.inference.engine)
+        return launch(workload, settings) if launch is not None else None
+    return None
+
+
+def _read_precision(
+    workload: Workload, dtype: str, kv_cache_dtype: str | None, kv_dtypes: Mapping[str, str]
+) -> PrecisionSpec:
+    """The workload's precision as a command's ``--dtype`` and ``--kv-cache-dtype`` set it: fp8 compute launches as
+    bfloat16 (``framework_dtype``), so the workload's compute is kept where it maps to the command's dtype; a KV
+    dtype the command leaves out (or ``auto``) is the compute's."""
+    same = framework_dtype(workload.precision.compute) == dtype
+    compute = workload.precision.compute if same else COMPUTE_OF_DTYPE[dtype]
+    kv_names = {name: key for key, name in kv_dtypes.items()}
+    kv_cache = kv_names.get(kv_cache_dtype or "auto", compute)
+    return workload.precision.model_copy(update={"compute": compute, "kv_cache": kv_cache})
 
 
 def workload_from_vllm(argv: Sequence[str], workload: Workload) -> tuple[Workload, Plan]:
     """The workload and plan a ``vllm serve`` command launches: ``workload`` (its model, sizes and concurrency) with
     the serving settings the command sets. What a budget of the command's server reads, read back from it."""
-    flags = engine_flags("vllm", VLLM_FLAGS_RELEASE)
-    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
-    parser.add_argument("model")
-    for flag in flags.flags:
-        parser.add_argument(flag)
-    args = parser.parse_args(list(argv[len(flags.command) :]))
+    args = engine_flags("vllm", VLLM_FLAGS_RELEASE).parse(argv)
     inference = workload.inference
     assert inference is not None
-    kv_dtypes = {name: key for key, name in VLLM_KV_DTYPES.items()}
-    # fp8 compute launches as bfloat16 (framework_dtype): the dtype read back is the workload's when it maps there
-    same = framework_dtype(workload.precision.compute) == args.dtype
-    compute = (
-        workload.precision.compute if same else {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}[args.dtype]
-    )
-    precision = workload.precision.model_copy(
-        update={"compute": compute, "kv_cache": kv_dtypes.get(args.kv_cache_dtype, compute)}
-    )
     served = inference.model_copy(
         update={
             "max_model_len": int(args.max_model_len),
@@ -180,5 +297,28 @@ def workload_from_vllm(argv: Sequence[str], workload: Workload) -> tuple[Workloa
             "kv_block_tokens": int(args.block_size),
         }
     )
+    precision = _read_precision(workload, args.dtype, args.kv_cache_dtype, VLLM_KV_DTYPES)
     plan = Plan(int(args.tensor_parallel_size), int(args.pipeline_parallel_size), int(args.data_parallel_size or 1))
+    return workload.model_copy(update={"inference": served, "precision": precision}), plan
+
+
+def workload_from_sglang(argv: Sequence[str], workload: Workload) -> tuple[Workload, Plan]:
+    """The workload and plan a ``python -m sglang.launch_server`` command launches: ``workload`` with the serving
+    settings the command sets (``--mem-fraction-static`` as ``inference.gpu_memory_utilization``, ``--page-size`` as
+    ``kv_block_tokens``, the schema's names for the rest); ``--pp-size`` and ``--dp-size`` 1 where absent."""
+    args = engine_flags("sglang", SGLANG_FLAGS_RELEASE).parse(argv)
+    inference = workload.inference
+    assert inference is not None
+    served = inference.model_copy(
+        update={
+            "max_model_len": int(args.context_length),
+            "max_num_seqs": int(args.max_running_requests),
+            "max_num_batched_tokens": int(args.chunked_prefill_size),
+            "gpu_memory_utilization": float(args.mem_fraction_static),
+            "cuda_graph_max_bs": int(args.cuda_graph_max_bs),
+            "kv_block_tokens": int(args.page_size),
+        }
+    )
+    precision = _read_precision(workload, args.dtype, args.kv_cache_dtype, SGLANG_KV_DTYPES)
+    plan = Plan(int(args.tp_size), int(args.pp_size or 1), int(args.dp_size or 1))
     return workload.model_copy(update={"inference": served, "precision": precision}), plan

@@ -28,10 +28,11 @@ from measurements.calibration import (
     build_calibration,
 )
 
-from .launch import Launch, vllm_launch
+from .launch import Launch, launch_for
 from .plans import ConfigurationView, Plan
 from .ranking import rank_key
 from .settings import Variants, suggested_settings
+from .training_launch import training_launch
 from .verdicts import (
     Corrections,
     LatencyFigures,
@@ -291,9 +292,16 @@ class Recommender:
         if judged.entry.verdict in (Verdict.FITS, Verdict.TIGHT):
             launch = self.variants.base.memo(
                 ("launch", view.shape(), corrections, facts_key(view.facts)),
-                lambda: vllm_launch(self.workload, settings),
+                lambda: self._launch(settings, judged.entry.plan),
             )
         return replace(judged.entry, suggested_settings=dict(settings), launch=launch)
+
+    def _launch(self, settings: dict[str, Any], plan: Plan | None) -> Launch | None:
+        """A serving engine's command (``launch.launch_for``), or a training framework's for the entry's plan
+        (``training_launch``)."""
+        if self.workload.task == "training":
+            return training_launch(self.workload, settings, plan) if plan is not None else None
+        return launch_for(self.workload, settings)
 
 
 def recommend(

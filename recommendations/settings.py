@@ -4,6 +4,10 @@
   replicas, ``gpu_memory_utilization``, ``max_model_len``, ``max_num_seqs``, ``max_num_batched_tokens`` —
   the KV pool per device (``kv_cache_bytes``, from the budget's ``serving`` block) and the most sessions of
   the longest request the pool holds, per replica and over the replicas.
+- **SGLang**: the same, under the workload's names (the schema's: ``gpu_memory_utilization`` is
+  ``--mem-fraction-static``, ``max_num_seqs`` ``--max-running-requests``, ``max_num_batched_tokens``
+  ``--chunked-prefill-size``), each as the SGLang budget resolved it on the device (``sglang_settings``), with
+  ``cuda_graph_max_bs`` and the page size (``kv_block_tokens``).
 - **training**: the plan's parallelism, ZeRO stage and recomputation, and the largest micro-batch that
   fits under the plan (an exponential then a binary search; memory grows with the micro-batch).
 - **nothing fits**: the nearest changes that would fit (verdict ``fits``), each with its plan and budget
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from budgets.engine import Workload
+from budgets.engine import sglang as sglang_rules
 from budgets.engine.schema import MAX_TOKENS
 from catalog import compat
 
@@ -81,6 +86,34 @@ def vllm_settings(pb: PlanBudget) -> dict[str, Any]:
         "kv_cache_tokens": serving.kv_pool_tokens,
         "max_concurrency_at_longest_request_per_replica": per_replica,
         "max_concurrency_at_longest_request": None if per_replica is None else per_replica * pb.plan.replicas,
+    }
+
+
+def sglang_settings(pb: PlanBudget, device_name: str | None) -> dict[str, Any]:
+    """``vllm_settings`` for an SGLang server, each as the SGLang budget of ``pb`` resolved it on the device
+    (``device_name``: the accelerator, whose nvidia-smi memory SGLang's defaults read): ``gpu_memory_utilization`` is
+    the ``mem_fraction_static`` the pool was sized with (the workload's, else SGLang's default for this GPU and
+    plan), ``max_num_batched_tokens`` and ``cuda_graph_max_bs`` the chunked-prefill size and CUDA-graph batch behind
+    it, ``kv_block_tokens`` the page size (the workload's where it names one, else SGLang's 1)."""
+    serving = pb.budget.serving
+    inference = pb.workload.inference
+    assert serving is not None and inference is not None
+    server = sglang_rules.server_defaults(
+        pb.workload.spec,
+        serving.device_memory_bytes,
+        device_name,
+        pb.plan.tensor,
+        pb.plan.pipeline,
+        inference.gpu_memory_utilization,
+        inference.max_num_batched_tokens,
+        inference.cuda_graph_max_bs,
+    )
+    return {
+        **vllm_settings(pb),
+        "gpu_memory_utilization": server.mem_fraction_static,
+        "max_num_batched_tokens": server.chunked_prefill_size,
+        "cuda_graph_max_bs": server.cuda_graph_max_bs,
+        "kv_block_tokens": inference.kv_block_tokens if "kv_block_tokens" in inference.model_fields_set else 1,
     }
 
 
@@ -356,7 +389,9 @@ def suggested_settings(
     if a is None:
         return settings
     if a.plan_budget.budget.serving is not None and a.plan_budget.utilization_bytes is not None:
-        settings.update(vllm_settings(a.plan_budget))
+        pb = a.plan_budget
+        sglang = workload.inference is not None and workload.inference.engine == "sglang"
+        settings.update(sglang_settings(pb, view.accelerator_name) if sglang else vllm_settings(pb))
     if workload.task == "training" and outcome.verdict != Verdict.DOES_NOT_FIT:
         settings.update(training_settings(a, view, variants, corrections))
     if a.latency is not None and a.latency.max_sessions_within_target is not None:

@@ -83,18 +83,25 @@ def test_a_workload_page_lists_its_recommendations_with_evidence_links_and_bars(
     assert 'fill="#4e79a7"' in row  # the weights segment, in the budget bar's colours
 
 
-def test_a_vllm_workloads_runnable_rows_show_their_launch_with_a_copy_button(admin_client, user, catalog) -> None:
+@pytest.mark.parametrize(
+    "example,command",
+    [("vllm-llama-3.1-8b-chat", "vllm serve "), ("sglang-qwen3-30b-a3b-chat", "python -m sglang.launch_server ")],
+)
+def test_a_serving_workloads_runnable_rows_show_their_launch_with_a_copy_button(
+    admin_client, user, catalog, example, command
+) -> None:
     from html import escape
 
     from recommendations import services
     from recommendations.verdicts import Verdict
 
-    data = json.loads((FIXTURES / "vllm-llama-3.1-8b-chat.json").read_text())
+    data = json.loads((FIXTURES / f"{example}.json").read_text())
     workload = workload_create(owner=user, data=data)
     page = admin_client.get(f"/admin/budgets/workload/{workload.pk}/change/").content.decode()
-    entries = services.recommend_for(services.workload_validate(data), top=services.DEFAULT_TOP)
+    # as stored: every field written out (an SGLang budget then reads kv_block_tokens 16 as --page-size)
+    entries = services.recommend_for(services.workload_validate(workload.description), top=services.DEFAULT_TOP)
     runnable = [e for e in entries if e.verdict in (Verdict.FITS, Verdict.TIGHT)]
-    assert runnable and all(e.launch is not None for e in runnable)
+    assert runnable and all(e.launch is not None and e.launch.text.startswith(command) for e in runnable)
     for entry in runnable:
         assert f'<code class="launch-command">{escape(entry.launch.text)}</code>' in page
         assert f'data-command="{escape(entry.launch.text)}"' in page

@@ -53,6 +53,18 @@ def test_launch_prints_each_runnable_entrys_command_as_the_api_gives_it(api, cat
     assert "Launch commands:" in printed
 
 
+def test_launch_prints_an_sglang_workloads_launch_server_commands(api, catalog) -> None:
+    path = Path(__file__).resolve().parents[2] / "fixtures" / "workloads" / "sglang-qwen3-30b-a3b-chat.json"
+    printed = run(str(path), "--top", "3", "--launch")
+    launches = [e["launch"] for e in recommend(api, json.loads(path.read_text()))["recommendations"][:3]]
+    assert launches[0] is not None and launches[0]["engine"] == "sglang"
+    assert launches[0]["argv"][:5] == ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-30B-A3B"]
+    for launch in launches:
+        if launch is not None:
+            assert launch["text"] in printed.splitlines()
+    assert "flags of sglang 0.5.10.post1)" in printed
+
+
 @pytest.mark.parametrize(
     "content,message",
     [

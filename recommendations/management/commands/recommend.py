@@ -16,11 +16,13 @@ from collections.abc import Iterable
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
+from budgets.engine import Workload
 from budgets.management.commands.estimate import validated
 from budgets.services import BudgetOutOfRange
 
 from ...recommend import Entry
 from ...services import MAX_TOP, recommend_for, recommendations_payload
+from ...training_launch import no_training_launch
 
 BAD_INPUT = 2  # exit status for a file that is not a valid workload (argparse uses 2 for bad arguments too)
 GIB = 2**30
@@ -40,15 +42,21 @@ def _gib(value: int | None) -> str:
     return "-" if value is None else f"{value / GIB:,.2f}"
 
 
-def launch_lines(entries: Iterable[Entry]) -> str:
+def _no_launch(workload: Workload, entry: Entry) -> str:
+    """Why a ``fits`` or ``tight`` entry has no launch command."""
+    found = None
+    if workload.task == "training" and entry.plan is not None:
+        found = no_training_launch(workload, entry.suggested_settings, entry.plan)
+    return found or "no launch for this engine or model"
+
+
+def launch_lines(workload: Workload, entries: Iterable[Entry]) -> str:
     """Each entry's launch command, with what to know about it; why an entry has none."""
     lines = ["", "Launch commands:"]
     for entry in entries:
         slug = entry.configuration["slug"]
         if entry.launch is None:
-            why = (
-                "not runnable" if entry.verdict.value not in ("fits", "tight") else "no launch for this engine or model"
-            )
+            why = "not runnable" if entry.verdict.value not in ("fits", "tight") else _no_launch(workload, entry)
             lines.append(f"# {slug}: {why}")
             continue
         lines.append(f"# {slug} ({entry.plan.label() if entry.plan else ''}; flags of {entry.launch.checked_against})")
@@ -108,4 +116,4 @@ class Command(BaseCommand):
         else:
             self.stdout.write(render_table(entries))
         if launch and format == "table":  # the JSON carries each entry's launch already
-            self.stdout.write(launch_lines(entries))
+            self.stdout.write(launch_lines(spec, entries))
