@@ -6,13 +6,9 @@ print a real "No available memory for the cache blocks" refusal or a CUDA OOM wh
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,51 +24,37 @@ from workers.runner.programs.vllm_serve import (
     vllm_command,
 )
 
-REPO = Path(__file__).resolve().parents[2]
-FAKE_VLLM = Path(__file__).parent / "data" / "fake_vllm"
+from .serving_programs import (
+    DATA,
+    REPO,
+    assert_refused,
+    assert_requests,
+    gone,
+    program_env,
+    read_pid,
+    run_program,
+    sigterm_while_starting,
+)
+
+FAKE_VLLM = DATA / "fake_vllm"
+MODULE = "workers.runner.programs.vllm_serve"
 FAKE_KV_TOKENS = 42656  # "GPU KV cache size: 42,656 tokens", the line the stand-in prints (LMCache#1739)
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VRAMPLAN_", "FAKE_VLLM_"))}
-    env["PYTHONPATH"] = os.pathsep.join([str(FAKE_VLLM), str(REPO)])
-    env["VRAMPLAN_QUALITY_PATH"] = str(tmp_path / "quality.json")
-    env["FAKE_VLLM_RECORD"] = str(tmp_path / "requests.jsonl")
-    env["FAKE_VLLM_PIDFILE"] = str(tmp_path / "server.pid")
-    env.update(extra)
-    return env
+    return program_env(FAKE_VLLM, "FAKE_VLLM_", FAKE_VLLM_RECORD=str(tmp_path / "requests.jsonl"),
+                       FAKE_VLLM_PIDFILE=str(tmp_path / "server.pid"), **extra)  # fmt: skip
 
 
 def _run(tmp_path: Path, *args: str, timeout: float = 60, **env: str) -> tuple[int, dict[str, Any], list[dict]]:
     """Run the program with a report pipe; (exit status, result JSON, messages sent to the parent)."""
-    read_fd, write_fd = os.pipe()
-    command = [sys.executable, "-m", "workers.runner.programs.vllm_serve", "--model", "fake/model",
-               "--startup-timeout", "30", "--request-timeout", "30", "--stop-grace", "5", *args]  # fmt: skip
-    process = subprocess.Popen(
-        command, env={**_env(tmp_path, **env), "VRAMPLAN_REPORT_FD": str(write_fd)}, pass_fds=(write_fd,),
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as pipe:
-        messages = [json.loads(line) for line in pipe]
-    _, stderr = process.communicate(timeout=timeout)
-    quality = tmp_path / "quality.json"
-    result = json.loads(quality.read_text()) if quality.exists() else {}
-    assert process.returncode is not None
-    if not result:
-        pytest.fail(f"no result written (exit {process.returncode}):\n{stderr.decode()[-3000:]}")
-    return process.returncode, result, messages
+    options = ["--model", "fake/model", "--startup-timeout", "30", "--request-timeout", "30", "--stop-grace", "5"]
+    return run_program(MODULE, [*options, *args], _env(tmp_path, **env), tmp_path,
+                       timeout)  # fmt: skip
 
 
 def _server_gone(tmp_path: Path) -> bool:
-    pid = int((tmp_path / "server.pid").read_text())
-    for _ in range(50):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.1)
-    return False
+    return gone(read_pid(tmp_path / "server.pid"))
 
 
 @pytest.mark.slow
@@ -102,13 +84,7 @@ def test_serves_concurrent_streaming_requests_and_reports(tmp_path: Path) -> Non
     assert "--gpu-memory-utilization" in settings["vllm_command"]
     assert "log_tail" not in result
 
-    requests = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
-    assert len(requests) == 4
-    for request in requests:
-        assert request["prompt_len"] == 48 and request["all_ints"] is True
-        assert request["max_tokens"] == 12 and request["ignore_eos"] is True and request["temperature"] == 0
-        assert request["stream"] is True and request["stream_options"] == {"include_usage": True}
-    assert len({tuple(r["first_ids"]) for r in requests}) == 4  # no shared prefix between requests
+    assert_requests(tmp_path / "requests.jsonl", count=4, prompt_len=48, max_tokens=12)
 
     phases = [m["phase"] for m in messages if m["type"] == "progress"]
     assert "startup" in phases and "load" in phases
@@ -162,22 +138,11 @@ def test_a_server_that_never_answers_is_stopped_at_the_startup_timeout(tmp_path:
 
 @pytest.mark.slow
 def test_sigterm_stops_the_server_group(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "workers.runner.programs.vllm_serve", "--model", "fake/model",
-               "--max-input-tokens", "8", "--max-output-tokens", "4", "--stop-grace", "5"]  # fmt: skip
-    process = subprocess.Popen(command, env=_env(tmp_path, FAKE_VLLM_STARTUP_DELAY="30"), cwd=tmp_path,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        pidfile = tmp_path / "server.pid"
-        for _ in range(100):
-            if pidfile.exists() and pidfile.read_text():
-                break
-            time.sleep(0.1)
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=20) == 128 + signal.SIGTERM
-        assert _server_gone(tmp_path)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
+    args = ["--model", "fake/model", "--max-input-tokens", "8", "--max-output-tokens", "4", "--stop-grace", "5"]
+    env = _env(tmp_path, FAKE_VLLM_STARTUP_DELAY="30")
+    code = sigterm_while_starting(MODULE, args, env, tmp_path, tmp_path / "server.pid")
+    assert code == 128 + signal.SIGTERM
+    assert _server_gone(tmp_path)
 
 
 @pytest.mark.slow
@@ -228,9 +193,7 @@ def _options(*args: str) -> Any:
     ],
 )
 def test_invalid_options_are_refused(args: list[str]) -> None:
-    with pytest.raises(SystemExit) as raised:
-        _options(*args)
-    assert raised.value.code == 2
+    assert_refused(parse_options, ["--model", "org/model", *args])
 
 
 def test_invalid_model_names_are_refused() -> None:

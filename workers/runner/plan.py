@@ -31,6 +31,14 @@ PLACEHOLDERS: dict[str, str] = {
     "dtype": "precision.compute as a framework dtype (float32, bfloat16, float16)",
     "kv_cache_dtype": "precision.kv_cache for vLLM (auto, fp8)",
     "device_count": "devices in the configuration",
+    # SGLang workloads only (inference.engine "sglang"): the settings budgets/engine/sglang.py budgets with, "auto"
+    # where the workload leaves SGLang its own default (the program then passes no flag)
+    "mem_fraction_static": "SGLang workloads: inference.gpu_memory_utilization, else auto (SGLang's default)",
+    "max_running_requests": "SGLang workloads: inference.max_num_seqs, else auto (SGLang's default)",
+    "chunked_prefill_size": "SGLang workloads: inference.max_num_batched_tokens, else auto (SGLang's default)",
+    "cuda_graph_max_bs": "SGLang workloads: inference.cuda_graph_max_bs, else auto (SGLang's default)",
+    "page_size": "SGLang workloads: inference.kv_block_tokens when the workload sets it, else auto (SGLang's 1)",
+    "sglang_kv_cache_dtype": "SGLang workloads: precision.kv_cache for SGLang (auto, fp8_e4m3)",
 }
 
 #: Matched with ``fullmatch``, never ``match`` + ``$``: ``$`` also matches before a final newline ("org/model\n").
@@ -81,8 +89,33 @@ def placeholder_values(description: Mapping[str, Any], device_count: int) -> dic
         values["concurrency"] = str(inference.concurrent_sessions)
         # vLLM's max_num_seqs as the workload sets it; else the sessions it must hold at once
         values["max_num_seqs"] = str(inference.max_num_seqs or inference.concurrent_sessions)
-        values["gpu_memory_utilization"] = f"{inference.gpu_memory_utilization:g}"
+        if inference.gpu_memory_utilization is not None:  # SGLang's default is resolved on the device, not here
+            values["gpu_memory_utilization"] = f"{inference.gpu_memory_utilization:g}"
+        if inference.engine == "sglang":
+            values.update(_sglang_values(workload))
     return {k: v for k, v in values.items() if k == "python" or _SAFE_VALUE.fullmatch(v)}
+
+
+def _sglang_values(workload: Workload) -> dict[str, str]:
+    """SGLang's settings as ``budgets.engine.inference.sglang_stage`` reads them from the workload; "auto" where
+    it leaves SGLang's default (mem_fraction_static by GPU memory, max_running_requests from the pool, …)."""
+    inference = workload.inference
+    assert inference is not None
+
+    def given(value: float | int | None) -> str:
+        return "auto" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+    page = inference.kv_block_tokens if "kv_block_tokens" in inference.model_fields_set else None
+    return {
+        "mem_fraction_static": given(inference.gpu_memory_utilization),
+        "max_running_requests": given(inference.max_num_seqs),
+        "chunked_prefill_size": given(inference.max_num_batched_tokens),
+        "cuda_graph_max_bs": given(inference.cuda_graph_max_bs),
+        "page_size": given(page),
+        # SGLang has no plain "fp8" (server_args.py:3857-3861); e4m3, the fp8 format its own advice names
+        # (server_args.py:1426), keeps the 1 byte per element the budget counts
+        "sglang_kv_cache_dtype": "fp8_e4m3" if workload.precision.kv_cache == "fp8" else "auto",
+    }
 
 
 def program_argv(template: Sequence[str], values: Mapping[str, str]) -> list[str]:

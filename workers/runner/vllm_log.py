@@ -38,10 +38,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from .engine_log import MAX_LOG_CHARS, bounded_log
+
+__all__ = [
+    "FORMATS", "MAX_LOG_CHARS", "MEMORY_ERROR_KINDS", "VllmMemoryReport", "parse_vllm_memory_report", "report_fields",
+]  # fmt: skip
+
 GiB = 1 << 30
-#: Longest log read: the head (where the start-up report is) and the tail (where the fatal error is).
-MAX_LOG_CHARS = 4_000_000
-_HEAD_CHARS = 3_000_000
 MAX_LINE_CHARS = 20_000
 MAX_ERROR_CHARS = 600
 #: A printed memory figure above this many GiB is not believed (no GPU has a petabyte).
@@ -453,17 +456,11 @@ _QUIET = {"vllm_version", "profiling_seconds", "model_loading_seconds", "graph_c
 def parse_vllm_memory_report(log_text: str) -> VllmMemoryReport:
     """Everything the log says about vLLM's memory; unknown text gives an all-``None`` report."""
     report = VllmMemoryReport()
-    if not isinstance(log_text, str):
-        report.warnings.append("the log is not text")
+    text = bounded_log(log_text, report.warnings)
+    if text is None:
         return report
-    if len(log_text) > MAX_LOG_CHARS:
-        report.warnings.append(
-            f"the log has {len(log_text)} characters: read its first {_HEAD_CHARS} and last "
-            f"{MAX_LOG_CHARS - _HEAD_CHARS}"
-        )
-        log_text = log_text[:_HEAD_CHARS] + "\n" + log_text[-(MAX_LOG_CHARS - _HEAD_CHARS) :]
     state = _State(report)
-    for raw in log_text.splitlines():
+    for raw in text.splitlines():
         line = raw[:MAX_LINE_CHARS]
         if "\x1b" in line or "^[[" in line:
             line = _ANSI.sub("", line)

@@ -28,4 +28,29 @@ VLLM_SERVE_TEMPLATE: tuple[str, ...] = (
     "--concurrency", "{concurrency}",
 )  # fmt: skip
 
-PROGRAMS: dict[str, str] = {"vllm_serve": "workers.runner.programs.vllm_serve"}
+#: A template staff can register for ``sglang_serve``, for workloads whose engine is SGLang: the settings the SGLang
+#: budget (``budgets/engine/sglang.py``) is computed with, "auto" where the workload leaves SGLang's default. The
+#: SGLang-only placeholders have no value for another engine's workload, so the job is refused rather than run
+#: at settings the budget never saw. ``--python`` and ``--extra-arg`` as for vLLM.
+SGLANG_SERVE_TEMPLATE: tuple[str, ...] = (
+    "{python}", "-m", "workers.runner.programs.sglang_serve",
+    "--model-path", "{model}",
+    "--context-length", "{max_model_len}",
+    "--tp-size", "{tensor_parallel_size}",
+    "--pp-size", "{pipeline_parallel_size}",
+    "--mem-fraction-static", "{mem_fraction_static}",
+    "--max-running-requests", "{max_running_requests}",
+    "--chunked-prefill-size", "{chunked_prefill_size}",
+    "--cuda-graph-max-bs", "{cuda_graph_max_bs}",
+    "--page-size", "{page_size}",
+    "--dtype", "{dtype}",
+    "--kv-cache-dtype", "{sglang_kv_cache_dtype}",
+    "--max-input-tokens", "{max_input_tokens}",
+    "--max-output-tokens", "{max_output_tokens}",
+    "--concurrency", "{concurrency}",
+)  # fmt: skip
+
+PROGRAMS: dict[str, str] = {
+    "vllm_serve": "workers.runner.programs.vllm_serve",
+    "sglang_serve": "workers.runner.programs.sglang_serve",
+}

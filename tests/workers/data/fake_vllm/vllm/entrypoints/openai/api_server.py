@@ -2,9 +2,8 @@
 
 Prints real vLLM start-up lines to stderr, then serves on loopback:
 
-* ``GET /health`` → 200; ``GET /v1/models`` → the served model;
-* ``POST /v1/completions`` with ``"stream": true`` → ``max_tokens`` SSE chunks (``data: {...}``), a usage
-  chunk when ``stream_options.include_usage`` is set, then ``data: [DONE]``.
+``GET /health`` → 200, ``GET /v1/models`` and a streaming ``POST /v1/completions``
+(``tests/workers/data/fake_openai.py``, the server shared with the fake SGLang).
 
 ``FAKE_VLLM_MODE=no_kv_memory`` prints a real "No available memory for the cache blocks" failure and
 exits 1; ``FAKE_VLLM_MODE=oom_on_request`` prints a real CUDA out-of-memory line on the first
@@ -14,12 +13,13 @@ completion and answers it with HTTP 500. See the README next to the package.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tests.workers.data.fake_openai import FakeServer, log
 
 # LMCache/LMCache#1739 (vLLM 0.10.2, one A100 40GB, Qwen3-14B);
 # tests/workers/data/vllm_logs/v0.10.2_a100-40gb_lmcache-issue-1739.log
@@ -49,83 +49,16 @@ OOM_LINE = (
 )
 
 MODE = os.environ.get("FAKE_VLLM_MODE", "ok")
-TOKEN_DELAY = float(os.environ.get("FAKE_VLLM_TOKEN_DELAY", "0.005"))
-RECORD = os.environ.get("FAKE_VLLM_RECORD")
-_lock = threading.Lock()
 _oom_done = threading.Event()
 
 
-def log(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-class Handler(BaseHTTPRequestHandler):
-    server_version = "fake-vllm/0"
-    model = "fake"
-
-    def log_message(self, format: str, *args: object) -> None:
-        log("fake vllm: " + format % args)
-
-    def _json(self, status: int, value: object) -> None:
-        body = json.dumps(value).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:
-        if self.path == "/health":
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-        elif self.path == "/v1/models":
-            self._json(200, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
-        else:
-            self._json(404, {"error": "not found"})
-
-    def do_POST(self) -> None:
-        if self.path != "/v1/completions":
-            self._json(404, {"error": "not found"})
-            return
-        length = int(self.headers.get("Content-Length") or 0)
-        try:
-            request = json.loads(self.rfile.read(length))
-        except ValueError:
-            self._json(400, {"object": "error", "message": "bad JSON"})
-            return
-        prompt = request.get("prompt")
-        if request.get("model") != self.model or not isinstance(prompt, list) or not prompt:
-            self._json(400, {"object": "error", "message": "unknown model or prompt not a token list"})
-            return
-        if RECORD:
-            entry = {key: request.get(key) for key in ("max_tokens", "temperature", "ignore_eos", "stream")}
-            entry.update(prompt_len=len(prompt), first_ids=prompt[:4], all_ints=all(isinstance(t, int) for t in prompt),
-                         stream_options=request.get("stream_options"))  # fmt: skip
-            with _lock, open(RECORD, "a") as out:
-                out.write(json.dumps(entry) + "\n")
-        if MODE == "oom_on_request" and not _oom_done.is_set():
-            _oom_done.set()
-            log(OOM_LINE)
-            self._json(500, {"object": "error", "message": "EngineCore encountered an issue"})
-            return
-        max_tokens = int(request.get("max_tokens") or 16)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        for index in range(max_tokens):
-            time.sleep(TOKEN_DELAY)
-            finish = "length" if index == max_tokens - 1 else None
-            chunk = {"id": "cmpl-fake", "object": "text_completion", "model": self.model,
-                     "choices": [{"index": 0, "text": " tok", "logprobs": None, "finish_reason": finish}]}  # fmt: skip
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            self.wfile.flush()
-        if (request.get("stream_options") or {}).get("include_usage"):
-            usage = {"prompt_tokens": len(prompt), "completion_tokens": max_tokens,
-                     "total_tokens": len(prompt) + max_tokens}  # fmt: skip
-            self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode())
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
+def refuse(_request: dict[str, Any]) -> tuple[int, Any] | None:
+    """``oom_on_request``: the first completion logs a CUDA OOM and is answered with HTTP 500."""
+    if MODE != "oom_on_request" or _oom_done.is_set():
+        return None
+    _oom_done.set()
+    log(OOM_LINE)
+    return 500, {"object": "error", "message": "EngineCore encountered an issue"}
 
 
 def main() -> int:
@@ -147,11 +80,12 @@ def main() -> int:
         return 1
     for line in READY_LINES:
         log(line)
-    Handler.model = args.served_model_name or args.model
-    server = ThreadingHTTPServer((args.host, args.port), Handler)
-    server.daemon_threads = True
+    fake = FakeServer(
+        model=args.served_model_name or args.model, name="fake vllm", record=os.environ.get("FAKE_VLLM_RECORD"),
+        token_delay=float(os.environ.get("FAKE_VLLM_TOKEN_DELAY", "0.005")), refuse=refuse,
+    )  # fmt: skip
     log(f"fake vllm: Uvicorn running on http://{args.host}:{args.port}")
-    server.serve_forever()
+    fake.serve_forever(args.host, args.port)
     return 0
 
 
