@@ -211,7 +211,7 @@ def vllm_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | Non
         ("--max-num-batched-tokens", settings["max_num_batched_tokens"]),
         ("--gpu-memory-utilization", utilization),
         ("--dtype", framework_dtype(precision.compute)),
-        ("--block-size", inference.kv_block_tokens),
+        ("--block-size", inference.block_tokens),
     ]
     dtype_pairs, notes = _dtype_flags(precision, VLLM_KV_DTYPES, "vLLM", explicit_kv=False)
     flags = engine_flags("vllm", VLLM_FLAGS_RELEASE)

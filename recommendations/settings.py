@@ -113,7 +113,7 @@ def sglang_settings(pb: PlanBudget, device_name: str | None) -> dict[str, Any]:
         "gpu_memory_utilization": server.mem_fraction_static,
         "max_num_batched_tokens": server.chunked_prefill_size,
         "cuda_graph_max_bs": server.cuda_graph_max_bs,
-        "kv_block_tokens": inference.kv_block_tokens if "kv_block_tokens" in inference.model_fields_set else 1,
+        "kv_block_tokens": inference.block_tokens,
     }
 
 

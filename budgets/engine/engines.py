@@ -56,6 +56,9 @@ class ServingEngine:
     # the vLLM rule max_num_batched_tokens ≥ max_num_seqs applies (SGLang's chunk has no such rule)
     batched_covers_seqs: bool = True
     own_settings: tuple[str, ...] = ()  # inference fields only this engine reads ("cuda_graph_max_bs")
+    # tokens per KV block (page) when the workload names none: vLLM's --block-size default (vllm/config/cache.py),
+    # SGLang's --page-size default 1 (server_args.py)
+    block_tokens: int = 16
     # why a runtime.engine_version cannot be budgeted (None: it can); None: every release is
     version_refusal: Callable[[str], str | None] | None = None
 
@@ -100,6 +103,7 @@ ENGINES: dict[str, ServingEngine] = {
         utilization=lambda _version: None,
         batched_covers_seqs=False,
         own_settings=("cuda_graph_max_bs",),
+        block_tokens=1,
         version_refusal=sglang.version_refusal,
     ),
     # the transformers profiles pick their own default release (profiles/transformers.py)

@@ -88,14 +88,14 @@ def _generate_cache(
         preallocated = False
     else:
         slots = profile.static_cache_slots(longest) if layout == "contiguous" else longest
-        kv_final = kv.kv_cache_bytes(spec, t, first, layers, kv_prec, layout, slots, b, inf.kv_block_tokens)
+        kv_final = kv.kv_cache_bytes(spec, t, first, layers, kv_prec, layout, slots, b, inf.block_tokens)
         kv_prefill = kv_final
         growth = 0
         preallocated = True
         kv_note = (
             f"{layout} cache preallocated for {slots} positions × {b} sequences"
             if layout == "contiguous"
-            else f"paged blocks of {inf.kv_block_tokens} tokens, ≤ one partly filled block per sequence"
+            else f"paged blocks of {inf.block_tokens} tokens, ≤ one partly filled block per sequence"
         )
         # a static cache attends over the whole preallocated length
         attend_prefill = attend_decode = slots if layout == "contiguous" else s
@@ -257,7 +257,7 @@ def _vllm_server(w: Workload, stage: parallel.Stage, device: Device) -> _VllmSer
     version = w.runtime.engine_version or vllm.DEFAULT_VLLM_VERSION
     batched, seqs = vllm.scheduler_defaults(version, device.memory_bytes, device.name, inf.max_model_len)
     batched, seqs = inf.max_num_batched_tokens or batched, inf.max_num_seqs or seqs
-    kv_prec, block = w.precision.kv_cache or "bf16", inf.kv_block_tokens
+    kv_prec, block = w.precision.kv_cache or "bf16", inf.block_tokens
     cache = vllm.CacheLayout(w.spec, stage.tensor, stage.first_layer, stage.layers, kv_prec, block, batched)
     return _VllmServer(
         version=version,
@@ -410,7 +410,7 @@ def sglang_stage(w: Workload, stage: parallel.Stage, weights: Range, device: Dev
     kv_prec = w.precision.kv_cache or "bf16"
     b, longest = inf.concurrent_sessions, inf.max_request_tokens
     defaults = _sglang_defaults(w, device)
-    page = inf.kv_block_tokens if "kv_block_tokens" in inf.model_fields_set else 1
+    page = inf.block_tokens
     cell = sglang.cell(spec, stage.tensor, stage.first_layer, stage.layers, kv_prec, w.precision.compute or "bf16")
     start_used = _sglang_start_used(w, device)
     pool_in = sglang.PoolInputs(

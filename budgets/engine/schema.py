@@ -232,12 +232,14 @@ class InferenceSpec(_Section):
         + ", ".join(f"{e.default_layout} for {n}" for n, e in ENGINES.items())
         + ")",
     )
-    kv_block_tokens: int = Field(
-        16,
+    kv_block_tokens: int | None = Field(
+        None,
         ge=1,
         le=4096,
-        description="paged layout only: vLLM's block size; SGLang: --page-size (the pool is rounded down to whole"
-        " pages), SGLang's default 1 when this field is not given",
+        description="paged layout only: tokens per KV block; vLLM's --block-size, SGLang's --page-size (the pool is"
+        " rounded down to whole pages). Default: the engine's ("
+        + ", ".join(f"{e.block_tokens} for {n}" for n, e in ENGINES.items())
+        + "), written into the workload when it is validated",
     )
     gpu_memory_utilization: float | None = Field(
         None,
@@ -321,6 +323,8 @@ class InferenceSpec(_Section):
         serving = engine(self.engine)
         if self.kv_cache_layout is None:
             self.kv_cache_layout = serving.default_layout
+        if self.kv_block_tokens is None:
+            self.kv_block_tokens = serving.block_tokens
         if self.max_input_tokens + self.max_output_tokens > MAX_TOKENS:
             raise ValueError(f"max_input_tokens + max_output_tokens must be at most {MAX_TOKENS}")
         if self.kv_cache_layout not in serving.layouts:
@@ -336,6 +340,12 @@ class InferenceSpec(_Section):
     @property
     def max_request_tokens(self) -> int:
         return self.max_input_tokens + self.max_output_tokens
+
+    @property
+    def block_tokens(self) -> int:
+        """``kv_block_tokens`` as validation resolved it (the workload's, else the engine's default)."""
+        assert self.kv_block_tokens is not None  # set by _defaults
+        return self.kv_block_tokens
 
 
 LoraTarget = Literal["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "all-linear"]

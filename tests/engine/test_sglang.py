@@ -189,3 +189,28 @@ def _config(config_id: str) -> dict:
     from benchmarks.gpu_published.__main__ import hf_config
 
     return hf_config(config_id)
+
+
+def test_a_stored_workload_budgets_as_the_posted_one() -> None:
+    """A workload is stored as its validated dump, every field written; validating that dump again gives the same
+    SGLang budget (the page size was SGLang's 1 in both, not vLLM's block of 16 once the field is written)."""
+    from budgets.engine import Workload, estimate
+
+    posted = Workload.model_validate(
+        {
+            "name": "stored",
+            "model": {"preset": "llama-3.1-8b"},
+            "inference": {
+                "engine": "sglang",
+                "max_input_tokens": 4000,
+                "max_output_tokens": 100,
+                "concurrent_sessions": 3,
+            },
+        }
+    )
+    stored = Workload.model_validate(posted.model_dump(mode="json", exclude_none=False))
+    assert stored.inference is not None and stored.inference.kv_block_tokens == 1
+    device = (80 * 2**30, "NVIDIA H100 80GB HBM3", (9, 0))
+    a, b = estimate(posted, *device), estimate(stored, *device)
+    assert a.serving is not None and b.serving is not None
+    assert (a.serving.kv_pool_tokens, a.per_device.total_bytes) == (b.serving.kv_pool_tokens, b.per_device.total_bytes)

@@ -264,7 +264,8 @@ def test_the_registered_template_fills_from_an_sglang_workload_and_parses() -> N
     assert argv[1:3] == ["-m", MODULE]
     args = parse_options(argv[3:])
     assert (args.model_path, args.context_length, args.concurrency) == ("meta-llama/Llama-3.1-8B", 8192 + 2, 32)
-    assert (args.mem_fraction_static, args.max_running_requests, args.page_size) == (None, None, None)  # auto
+    assert (args.mem_fraction_static, args.max_running_requests) == (None, None)  # auto: SGLang's by GPU and pool
+    assert args.page_size == 1  # SGLang's default page, written into the validated workload as the budget reads it
     assert (args.kv_cache_dtype, args.dtype) == ("auto", "bfloat16")
 
 

@@ -105,7 +105,7 @@ def _sglang_values(workload: Workload) -> dict[str, str]:
     def given(value: float | int | None) -> str:
         return "auto" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
-    page = inference.kv_block_tokens if "kv_block_tokens" in inference.model_fields_set else None
+    page = inference.block_tokens
     return {
         "mem_fraction_static": given(inference.gpu_memory_utilization),
         "max_running_requests": given(inference.max_num_seqs),
