@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from budgets.engine import Budget, Device, Workload, estimate, model_weight_bytes, pool_cannot_hold
 from budgets.engine.engines import PLAIN_UTILIZATION, engine
+from budgets.engine.frameworks import framework_profile
 from catalog.compat import Facts
 
 RECOMPUTE_FULL = "full"
@@ -166,6 +167,9 @@ def _training_plans(workload: Workload, tensor: int, pipeline: int, data: int) -
     # offloading to the CPU runs on ZeRO / FSDP: at least the stage the offload needs (schema: training.cpu_offload)
     least = {"none": 0, "optimizer": 1, "parameters": 3}[workload.training.cpu_offload]
     stages = range(least, 4) if data > 1 else [least]  # ZeRO over one replica shards nothing
+    if data > 1:  # the stages the framework's data-parallel ranks run (torchtune and torchtitan: FSDP2, DDP)
+        framework = framework_profile(workload.training.framework)
+        stages = [zero for zero in stages if framework.runs_stage(zero, tensor, pipeline)]
     return [Plan(tensor, pipeline, data, zero, recompute) for recompute in recomputes for zero in stages]
 
 

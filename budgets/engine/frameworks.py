@@ -47,6 +47,16 @@ class TrainingFrameworkProfile:
     optimizer_in_backward: bool = False  # steps each parameter in its gradient hook (torchtune's optimizer_in_bwd)
     pinned_release: bool = False  # read from one release only: another version is refused
     nf4_double_quant: bool = False  # its loader asks bitsandbytes for double-quantized NF4 weights
+    # the ZeRO stages its data-parallel ranks run: FSDP2's fully_shard is stage 3, with reshard_after_forward off
+    # stage 2 (SHARD_GRAD_OP), DDP stage 0; None: any (DeepSpeed and FSDP strategies under transformers, lit-gpt)
+    data_parallel_stages: tuple[int, ...] | None = None
+    ddp_only_without_model_parallel: bool = False  # stage 0 (DDP) only when tensor = pipeline = 1
+
+    def runs_stage(self, zero_stage: int, tensor: int, pipeline: int) -> bool:
+        """Whether its data-parallel ranks can run ``zero_stage`` under that tensor and pipeline split."""
+        if self.data_parallel_stages is not None and zero_stage not in self.data_parallel_stages:
+            return False
+        return not (zero_stage == 0 and self.ddp_only_without_model_parallel and (tensor > 1 or pipeline > 1))
 
     @property
     def activation_offloading(self) -> bool:
@@ -82,6 +92,10 @@ FRAMEWORKS: dict[str, TrainingFrameworkProfile] = {
         " CEWithChunkedOutputLoss in loss_chunks chunks (modules/loss/ce_chunked_output_loss.py:13-83)",
         optimizer_in_backward=True,
         pinned_release=True,
+        # the distributed recipes shard every layer with FSDP2 (training/_distributed.py:519-568), resharding after
+        # forward unless fsdp_reshard_after_forward is False, "SHARD_GRAD_OP" (recipes/full_finetune_distributed.py:55,
+        # 299; lora_finetune_distributed.py:54, 280)
+        data_parallel_stages=(2, 3),
     ),
     "torchtitan": TrainingFrameworkProfile(
         "torchtitan",
@@ -92,6 +106,11 @@ FRAMEWORKS: dict[str, TrainingFrameworkProfile] = {
         "per-op selective checkpointing saves every other matmul's output and the attention kernel's"
         " (distributed/activation_checkpoint.py:104-115, models/llama3/infra/parallelize.py:33-44); FSDP2",
         pinned_release=True,
+        # FSDP2 (HSDP with a replicate degree) with fsdp_reshard_after_forward always/never, or DDP when the data
+        # degree is all replicas and the mesh is one-dimensional (models/llama3/infra/parallelize.py:112-145,
+        # 284-296: "DDP has not supported > 1D parallelism")
+        data_parallel_stages=(0, 2, 3),
+        ddp_only_without_model_parallel=True,
     ),
     "unsloth": TrainingFrameworkProfile(
         "unsloth",

@@ -122,3 +122,29 @@ def test_configurations_that_differ_only_in_driver_or_price_share_a_shape() -> N
     other = dataclasses.replace(base, slug="other", driver_version="580.95.05", hourly_price_usd=1.0)
     assert base.shape() == other.shape()
     assert dataclasses.replace(base, device_count=4).shape() != base.shape()
+
+
+@pytest.mark.parametrize(
+    "framework,stages",
+    [("transformers", {0, 1, 2, 3}), ("torchtune", {2, 3}), ("torchtitan", {0, 2, 3})],
+)
+def test_data_parallel_plans_use_only_the_zero_stages_the_framework_runs(framework: str, stages: set[int]) -> None:
+    """torchtune's distributed recipes always shard with FSDP2 (stage 3, or 2 with fsdp_reshard_after_forward off);
+    torchtitan runs FSDP2 or, on a one-dimensional mesh, DDP; DeepSpeed under transformers runs any stage. A plan the
+    framework cannot launch is never budgeted as a recommendation."""
+    workload = Workload.model_validate(
+        {
+            "name": f"{framework}-8b-full",
+            "task": "training",
+            "model": {"preset": "llama-3.1-8b"},
+            "precision": {"weights": "bf16"},
+            "training": {"framework": framework, "micro_batch_size": 1, "sequence_length": 2048},
+        }
+    )
+    found: dict[tuple[int, int], set[int]] = {}
+    for plan in candidate_plans(workload, view("h100-sxm-80gb-x8-r570")):
+        if plan.replicas > 1:
+            found.setdefault((plan.tensor, plan.pipeline), set()).add(plan.zero_stage)
+    assert found[(1, 1)] == stages
+    model_parallel = {zero for (tensor, pipeline), zeros in found.items() if tensor * pipeline > 1 for zero in zeros}
+    assert model_parallel == (stages - {0} if framework == "torchtitan" else stages)
