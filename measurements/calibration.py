@@ -62,7 +62,7 @@ class WorkloadSummary:
 
     model: str  # preset id, or a digest of the given hf_config / architecture
     task: str  # "inference" | "training" | "custom"
-    engine: str  # "vllm" | "transformers" | "generic"; training runs "transformers"; custom is "custom"
+    engine: str  # inference: the serving engine; training: the framework (training.framework); custom: "custom"
     precision: str  # weights precision, e.g. "bf16"
     concurrent_sessions: int  # inference sessions, or the training micro-batch (sequences)
     request_tokens: int  # longest request (input + output), or the training sequence length

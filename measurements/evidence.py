@@ -294,7 +294,7 @@ def workload_summary(description: dict[str, Any]) -> calibration.WorkloadSummary
     if spec.task == "training":
         t = spec.training
         assert t is not None
-        return calibration.WorkloadSummary(model, "training", "transformers", precision, t.micro_batch_size,
+        return calibration.WorkloadSummary(model, "training", t.framework, precision, t.micro_batch_size,
                                            t.sequence_length)  # fmt: skip
     i = spec.inference
     assert i is not None

@@ -217,3 +217,27 @@ def test_the_index_picks_what_reading_every_record_for_each_configuration_picks(
         if not here and not kin:
             expected = (EvidenceLevel.ESTIMATE_ONLY, ())
         assert (picked.level, picked.records) == expected
+
+
+def test_training_measurements_calibrate_only_their_own_framework() -> None:
+    """A training workload's summary names its framework (``training.framework``), so measurements of torchtune runs
+    correct torchtune budgets and not transformers ones: each framework's step holds different memory."""
+    from measurements.evidence import workload_summary
+    from recommendations.recommend import Calibration
+
+    def training(framework: str) -> WorkloadSummary:
+        return workload_summary(
+            {
+                "name": f"{framework}-8b",
+                "task": "training",
+                "model": {"preset": "llama-3.1-8b"},
+                "training": {"framework": framework, "micro_batch_size": 2, "sequence_length": 2048},
+            }
+        )
+
+    torchtune, transformers = training("torchtune"), training("transformers")
+    assert (torchtune.engine, transformers.engine) == ("torchtune", "transformers")
+    records = [record(1.3, workload=torchtune) for _ in range(MIN_ORDERS)]
+    measured = Calibration.build(records, torchtune).corrections_for("hopper", "device_used").memory
+    assert measured is not None and measured.factor == pytest.approx(1.3)
+    assert Calibration.build(records, transformers).corrections_for("hopper", "device_used").memory is None
