@@ -1,9 +1,11 @@
 """Deciding an order from a measurement, and comparing a measurement with its budget. Pure: no Django.
 
 The decision is a sentence and its numbers. The peak it judges is the best view the measurement has,
-in this order: the device view (NVML: what the driver saw, CUDA context and every allocator
-included), the framework's reserved pool, the framework's allocated tensors, the host process tree's
-RSS (a node without a GPU). The view used is part of the decision, so a reader knows which it was.
+in this order: what a serving engine that preallocates its pool (vLLM, SGLang) says in its own start-up
+report that the workload needs of it (``engine_need``), the device view (NVML: what the driver saw, CUDA
+context and every allocator included), the framework's reserved pool, the framework's allocated tensors,
+the host process tree's RSS (a node without a GPU). The view used is part of the decision, so a reader
+knows which it was.
 """
 
 from __future__ import annotations
@@ -18,8 +20,12 @@ from .document import MAX_BYTES
 
 #: Measurement views, best evidence of device memory first. ``vllm_need`` (when a vLLM program ran) is
 #: what vLLM's own startup report says the workload needs; the device view of a vLLM run is the pool it
-#: preallocates (gpu_memory_utilization × total), which says nothing about the workload.
-VIEWS = ("vllm_need", "device_used", "framework_reserved", "framework_allocated", "host_rss")
+#: preallocates (gpu_memory_utilization × total), which says nothing about the workload. ``sglang_need`` is the
+#: same for SGLang, whose static share (mem_fraction_static × free memory) is preallocated likewise.
+VIEWS = ("vllm_need", "sglang_need", "device_used", "framework_reserved", "framework_allocated", "host_rss")
+#: The view a serving engine's run is judged by, read from its own start-up report (``program_report.engine``),
+#: and the one the budget's ``serving.need_bytes`` predicts for a workload of that engine.
+ENGINE_NEED_VIEWS = {"vllm": "vllm_need", "sglang": "sglang_need"}
 #: On a node without a GPU the "device" is host memory: the process tree's RSS is what must fit.
 HOST_VIEWS = ("host_rss", "framework_allocated")
 
@@ -236,19 +242,23 @@ def decide(
     )
 
 
-def estimated_views(budget: Budget) -> dict[str, tuple[int, str]]:
+def estimated_views(budget: Budget, engine: str = "vllm") -> dict[str, tuple[int, str]]:
     """What the budget predicts for each view, and which figure of the budget that is.
 
     The budget's views (:func:`budgets.engine.budget.budget_views`: on ``cuda`` the total is the device view,
     and the framework views leave out what the allocator does not hold — the CUDA context is ``runtime``, the
     caching allocator's slack is ``fragmentation``; on ``cpu`` the total is the framework's allocated peak).
-    A vLLM budget with a device memory also predicts ``vllm_need`` (``serving.need_bytes``). A stored budget
-    comes here through ``budgets.engine.budget.read_budget``.
+    A pool engine's budget with a device memory also predicts its need view (``serving.need_bytes``), named by
+    ``engine``, the workload's (``ENGINE_NEED_VIEWS``: ``vllm_need``, ``sglang_need``). A stored budget comes
+    here through ``budgets.engine.budget.read_budget``.
     """
     views = budget_views(budget.device, budget.per_device)
     named = {name: (view["bytes"], f"per_device.views.{name}") for name, view in views.items()}
     need = budget.serving.need_bytes if budget.serving is not None else None
-    return named | ({"vllm_need": (need, "serving.need_bytes")} if need is not None and need > 0 else {})
+    need_view = ENGINE_NEED_VIEWS.get(engine)
+    if need_view is None or need is None or need <= 0:
+        return named
+    return named | {need_view: (need, "serving.need_bytes")}
 
 
 def estimated_bounds(budget: Budget | None) -> dict[str, tuple[int, int]]:
@@ -258,12 +268,15 @@ def estimated_bounds(budget: Budget | None) -> dict[str, tuple[int, int]]:
     return {name: (v["low"], v["high"]) for name, v in budget_views(budget.device, budget.per_device).items()}
 
 
-def view_ratios(peaks: Mapping[str, int | None], budget: Budget | None) -> dict[str, dict[str, Any]]:
-    """measured / estimated for every view both sides have, with the budget figure it was compared with."""
+def view_ratios(
+    peaks: Mapping[str, int | None], budget: Budget | None, engine: str = "vllm"
+) -> dict[str, dict[str, Any]]:
+    """measured / estimated for every view both sides have, with the budget figure it was compared with
+    (``engine``: the workload's serving engine, which names the need view the budget predicts)."""
     if budget is None:
         return {}
     out: dict[str, dict[str, Any]] = {}
-    for view, (estimated, basis) in estimated_views(budget).items():
+    for view, (estimated, basis) in estimated_views(budget, engine).items():
         measured = peaks.get(view)
         if measured is None or estimated <= 0:
             continue
@@ -300,6 +313,51 @@ def vllm_need(program_report: Mapping[str, Any] | None, needed_tokens: int) -> t
     if need > MAX_BYTES:
         return None, f"vLLM's startup report gives a need of more than {MAX_BYTES:,} bytes (1 PiB)"
     return int(need), None
+
+
+def sglang_need(
+    program_report: Mapping[str, Any] | None, sessions: int, longest_request: int
+) -> tuple[int | None, str | None]:
+    """What an SGLang run needs of its static share for ``sessions`` requests of ``longest_request`` tokens, from
+    SGLang's own start-up report (``workers.runner.sglang_log``): the weights + the sessions' KV at the pool's
+    bytes per token (+ their recurrent state at the mamba pool's bytes per request, for hybrid linear models).
+
+    The figure the SGLang budget's ``serving.need_bytes`` estimates (``budgets.engine.sglang.serving_plan``:
+    weights + the KV the sessions need), so the two compare like with like. The device view of an SGLang run
+    says nothing about the workload: SGLang preallocates mem_fraction_static × free memory (weights + the whole
+    KV pool) and keeps the rest as its reserve. (None, why) when the report lacks a figure.
+    """
+    if not program_report or program_report.get("engine") != "sglang":
+        return None, None
+    report: Mapping[str, Any] = program_report.get("engine_report") or {}
+    parts: dict[str, Any] = {name: report.get(name) for name in ("weights_bytes", "kv_cache_bytes", "kv_cache_tokens")}
+    missing = [name for name, value in parts.items() if not _figure(value)]
+    if missing:
+        return None, f"SGLang's start-up report lacks {', '.join(missing)} (or gives more than {MAX_BYTES:,})"
+    need = parts["weights_bytes"] + sessions * longest_request * parts["kv_cache_bytes"] / parts["kv_cache_tokens"]
+    mamba, requests = report.get("mamba_cache_bytes"), report.get("max_mamba_cache_size")
+    if _figure(mamba) and _figure(requests):
+        need += sessions * mamba / requests
+    if need > MAX_BYTES:
+        return None, f"SGLang's start-up report gives a need of more than {MAX_BYTES:,} bytes (1 PiB)"
+    return int(need), None
+
+
+def engine_need(
+    program_report: Mapping[str, Any] | None, sessions: int, longest_request: int
+) -> tuple[str | None, int | None, str | None]:
+    """(view, need, why) of a serving program's run: ``vllm_need`` or ``sglang_need`` by the engine its report
+    names (``ENGINE_NEED_VIEWS``), for ``sessions`` requests of ``longest_request`` tokens; (None, None, None) for a
+    run without such a report."""
+    engine = program_report.get("engine") if program_report else None
+    view = ENGINE_NEED_VIEWS.get(engine) if isinstance(engine, str) else None
+    if view is None:
+        return None, None, None
+    if engine == "sglang":
+        need, why = sglang_need(program_report, sessions, longest_request)
+    else:
+        need, why = vllm_need(program_report, sessions * longest_request)
+    return view, need, why
 
 
 def _figure(value: Any) -> TypeGuard[int]:

@@ -45,9 +45,10 @@ def measurement_record(
     if existing is not None:
         return existing, False
     peaks = parsed.peaks.by_view()
-    budget, _ = stored_budget(order.budget)
-    need, _ = acceptance.vllm_need(parsed.program_report, _needed_kv_tokens(order))
-    judged = peaks | ({"vllm_need": need} if need is not None else {})
+    stored, sessions, longest = _compared_with(order, job)
+    budget, _ = stored_budget(stored)
+    view, need, _ = acceptance.engine_need(parsed.program_report, sessions, longest)
+    judged = peaks | ({view: need} if view is not None and need is not None else {})
     try:
         with transaction.atomic():
             measurement = Measurement.objects.create(
@@ -62,8 +63,8 @@ def measurement_record(
                 framework_reserved_peak_bytes=peaks["framework_reserved"],
                 host_rss_peak_bytes=peaks["host_rss"],
                 document=parsed.dump(),
-                budget=order.budget,
-                ratios=acceptance.view_ratios(judged, budget),
+                budget=stored,
+                ratios=acceptance.view_ratios(judged, budget, _engine(order)),
             )
     except IntegrityError:  # the same run posted concurrently: the other request stored it
         return Measurement.objects.get(order=order, upload_key=parsed.run_id), False
@@ -84,12 +85,13 @@ def stored_budget(data: Any) -> tuple[Budget | None, str | None]:
 
 def order_decide(order: Order, measurement: Measurement, document: MeasurementDocument) -> None:
     """Decide an open order from a measurement (a confirmed or cancelled order keeps its decision)."""
-    peaks = dict(measurement.peaks)
-    need, why = acceptance.vllm_need(document.program_report, _needed_kv_tokens(order))
-    if need is not None:
-        peaks["vllm_need"] = need
+    peaks: dict[str, int | None] = dict(measurement.peaks)
+    stored, sessions, longest = _compared_with(order, measurement.job)
+    view, need, why = acceptance.engine_need(document.program_report, sessions, longest)
+    if view is not None and need is not None:
+        peaks[view] = need
     node = measurement.node
-    budget, unreadable = stored_budget(order.budget)
+    budget, unreadable = stored_budget(stored)
     host_only = order.configuration.kind == "cpu" or (node is not None and node.device_count == 0)
     decision = acceptance.decide(
         outcome=document.outcome,
@@ -117,7 +119,7 @@ def order_decide(order: Order, measurement: Measurement, document: MeasurementDo
             return
         record = {**decision.as_dict(), "measurement": measurement.pk}
         if why:
-            record["vllm_need_unavailable"] = why
+            record[f"{view}_unavailable"] = why
         if unreadable:
             record["budget_unreadable"] = unreadable
         if decision.verdict == "undecided":
@@ -162,11 +164,23 @@ def _upload_hardware_mismatch(order: Order, measurement: Measurement, document: 
     return acceptance.hardware_mismatch(document.devices, count, marketed)
 
 
-def _needed_kv_tokens(order: Order) -> int:
-    """KV tokens the workload holds at once: concurrent sessions × the longest request (inference)."""
+def _compared_with(order: Order, job: AcceptanceJob | None) -> tuple[Any, int, int]:
+    """What a run is compared with: the stored budget, the sessions one server holds at once and the longest request
+    (inference). A job that ran the recommended launch (``AcceptanceJob.launch``) is compared with that plan's budget
+    and one replica's share of the sessions, as the recommender budgeted it; any other run with the order's budget
+    and the workload's sessions."""
     inference = (order.workload.description or {}).get("inference") or {}
-    sessions = int(inference.get("concurrent_sessions") or 1)
-    return sessions * (int(inference.get("max_input_tokens") or 0) + int(inference.get("max_output_tokens") or 0))
+    longest = int(inference.get("max_input_tokens") or 0) + int(inference.get("max_output_tokens") or 0)
+    recorded = job.launch if job is not None and isinstance(job.launch, dict) else {}
+    if recorded.get("launch") and recorded.get("budget") is not None:
+        return recorded["budget"], int(recorded.get("sessions_per_replica") or 1), longest
+    return order.budget, int(inference.get("concurrent_sessions") or 1), longest
+
+
+def _engine(order: Order) -> str:
+    """The workload's serving engine ("vllm" where it names none): it names the need view its budget predicts."""
+    inference = (order.workload.description or {}).get("inference") or {}
+    return str(inference.get("engine") or "vllm")
 
 
 # --- calibration ---------------------------------------------------------------------------------

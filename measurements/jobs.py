@@ -10,7 +10,8 @@ imports nothing of the workers' Celery side."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -22,8 +23,17 @@ from django.db.models import Q
 from django.utils import timezone
 from pydantic import ValidationError
 
+from budgets.services import workload_validate
 from catalog.models import Node
-from workers.runner.plan import PlaceholderError, program_argv, template_placeholders
+from workers.runner.plan import (
+    LAUNCH_FLAGS,
+    LAUNCH_PLACEHOLDERS,
+    PlaceholderError,
+    launch_values,
+    program_argv,
+    template_placeholders,
+    with_launch,
+)
 
 from .choices import FailureKind, JobStatus, MeasurementSource, OrderStatus
 from .document import MeasurementDocument
@@ -79,6 +89,7 @@ def acceptance_job_start(
     other is told so (before, it failed on the transition it no longer needed, a 409 that said nothing useful).
     """
     _refuse_final(order.status)
+    launch: dict[str, Any] = {}
     if program is not None:
         if not program.enabled:
             raise ServiceError(f"program {program.slug!r} is disabled", field="program")
@@ -87,8 +98,9 @@ def acceptance_job_start(
                 f"program {program.slug!r} is not allowed on configuration {order.configuration.slug!r}",
                 field="program",
             )
+        launch = _recommended_launch(order, program)
         try:
-            program_argv(program.argv_template, _placeholder_values(order, program))
+            program_argv(program.argv_template, _placeholder_values(order, launch))
         except PlaceholderError as exc:
             raise ServiceError(f"program {program.slug!r} cannot run this workload: {exc}", field="program") from None
     time_limit = program.time_limit_seconds if program else settings.ACCEPTANCE_JOB_TIME_LIMIT_SECONDS
@@ -101,9 +113,8 @@ def acceptance_job_start(
                 "request, or a measurement); nothing was started: see the order's jobs, and start one again if it "
                 "still needs one"
             )
-        job = AcceptanceJob.objects.create(
-            order=order, program=program, expandable_segments=expandable_segments, time_limit_seconds=time_limit
-        )
+        job = AcceptanceJob.objects.create(order=order, program=program, expandable_segments=expandable_segments,
+                                           time_limit_seconds=time_limit, launch=launch)  # fmt: skip
         if not live_nodes(order.configuration).exists():
             job_end(
                 job,
@@ -126,10 +137,53 @@ def _refuse_final(status: str) -> None:
         raise ServiceError(f"the order is {status}; start a job on an open order", conflict=True)
 
 
-def _placeholder_values(order: Order, program: RegisteredProgram | None = None) -> dict[str, str]:
+def _placeholder_values(order: Order, launch: Mapping[str, Any]) -> dict[str, str]:
+    """The workload's placeholder values, with those of the recommended launch the job recorded laid over them."""
     from workers.runner.plan import placeholder_values
 
-    return placeholder_values(order.workload.description, order.configuration.device_count)
+    values = placeholder_values(order.workload.description, order.configuration.device_count)
+    return with_launch(values, launch.get("values") or {})
+
+
+def _recommended_launch(order: Order, program: RegisteredProgram) -> dict[str, Any]:
+    """What of the recommendation a program's job runs, recorded on the job (``AcceptanceJob.launch``).
+
+    The recommender's entry for the order's configuration (``recommendations.services.verdict_for``, calibrated as
+    the order's owner sees it): its verdict, plan and launch command, the placeholder values filled from that command
+    (``launch_values``: the job runs it flag by flag), the sessions one replica of the plan serves and the budget of
+    the plan, which the run is compared with. Empty for a program that takes no engine setting; without a launch (an
+    entry that does not fit, an engine without one) it says why, and the job runs the workload's own settings.
+    """
+    carried = template_placeholders(program.argv_template)
+    if not carried & LAUNCH_PLACEHOLDERS:
+        return {}
+    from recommendations.document import LaunchDocument, PlanDocument
+    from recommendations.services import verdict_for
+
+    slug, spec = order.configuration.slug, workload_validate(order.workload.description)
+    entry = verdict_for(spec, slug, order.owner)
+    if entry is None:
+        return {"configuration": slug, "launch": None, "why": "the recommender's catalog has no such configuration"}
+    plan = entry.plan
+    record = {"configuration": slug, "verdict": entry.verdict.value, "launch": None,
+              "plan": PlanDocument.of(plan).dump() if plan is not None else None}  # fmt: skip
+    launch = entry.launch
+    if launch is None or launch.engine not in LAUNCH_FLAGS or plan is None or entry.budget is None:
+        why = f"the recommender's {entry.verdict.value} entry has no serving launch"
+        return record | {"why": f"{why}: the job runs the workload's own settings"}
+    try:
+        values = launch_values(launch.engine, launch.argv)
+    except PlaceholderError as exc:
+        message = f"program {program.slug!r} cannot run the recommended launch: {exc}"
+        raise ServiceError(message, field="program") from None
+    sessions = spec.inference.concurrent_sessions if spec.inference is not None else 1
+    return record | {
+        "launch": LaunchDocument.of(launch).dump(),
+        "values": values,
+        "not_in_template": sorted(name for name, value in values.items() if value is not None and name not in carried),
+        "sessions_per_replica": math.ceil(sessions / plan.replicas),
+        "budget": entry.budget.as_contract(),
+    }
 
 
 def _send(job_id: int, node_name: str) -> None:
@@ -288,7 +342,7 @@ def acceptance_job_claim(job_id: int, node_name: str) -> ClaimedJob | None:
             attempt=job.attempt,
             workload=job.order.workload.description,
             argv_template=list(job.program.argv_template) if job.program else None,
-            placeholders=_placeholder_values(job.order, job.program),
+            placeholders=_placeholder_values(job.order, job.launch),
             time_limit_seconds=job.time_limit_seconds,
             expandable_segments=job.expandable_segments,
             device_count=job.order.configuration.device_count,

@@ -134,6 +134,13 @@ class AcceptanceJob(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last progress from the running worker.")
     finished_at = models.DateTimeField(null=True, blank=True)
+    launch = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The recommended launch its program runs, as recorded when it started: the recommender's entry for "
+        "the order's configuration (verdict, plan, launch command), the placeholder values filled from it and the "
+        "budget of that plan; empty for the synthetic run or a program that takes no engine setting.",
+    )
 
     objects = JobQuerySet.as_manager()
 

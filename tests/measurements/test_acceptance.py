@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from budgets.engine.budget import COMPONENT_NAMES, Budget, ComponentBudget, DeviceBudget, HostBudget, ServingPlan
-from measurements.acceptance import Criteria, TransitionError, check_transition, decide, view_ratios, vllm_need
+from measurements.acceptance import (
+    Criteria,
+    TransitionError,
+    check_transition,
+    decide,
+    engine_need,
+    sglang_need,
+    view_ratios,
+    vllm_need,
+)
 
 GIB = 2**30
 USABLE = 80 * GIB
@@ -152,3 +165,57 @@ def test_hardware_mismatch_counts_gpus_and_tells_cards_apart_by_their_memory() -
     assert "no NVML" in (hardware_mismatch([], 1, 80 * 10**9) or "")
     assert hardware_mismatch([], 0, None) is None  # a CPU configuration, measured without GPUs
     assert hardware_mismatch([{"name": "NVIDIA H100"}], 1, 80 * 10**9) is None  # no total read: the count decides
+
+
+# SGLang's start-up report as workers/runner/sglang_log.py reads a published one: Qwen3-14B on one ~48 GB GPU
+# (benchmarks/sglang_published, xorbitsai/inference#3481), and an excerpt with a pool but no weight line
+# (tests/workers/data/sglang_logs/pr11830_b200_cuda-graph.log)
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _sglang_report(text: str) -> dict[str, Any]:
+    from workers.runner.sglang_log import parse_sglang_memory_report
+
+    return {"engine": "sglang", "engine_report": parse_sglang_memory_report(text).as_dict()}
+
+
+def _published(record_id: str) -> dict[str, Any]:
+    records = json.loads((REPO / "benchmarks" / "sglang_published" / "records.json").read_text())["records"]
+    quote = next(r for r in records if r["id"] == record_id)["quote"]  # lines: a list, or joined with " | "
+    return _sglang_report("\n".join(quote if isinstance(quote, list) else quote.split(" | ")))
+
+
+def test_sglang_is_judged_on_what_its_report_says_the_sessions_need_of_its_pool() -> None:
+    report = _published("xinference3481-qwen3-14b-1gpu")
+    need, why = sglang_need(report, sessions=8, longest_request=5120)
+    per_token = round(14.00 * GIB) / 91_749  # K + V of the pool over its tokens: 163,840 B, Qwen3-14B's cell
+    assert why is None and need == int(round(27.57 * GIB) + 8 * 5120 * per_token)
+    assert engine_need(report, 8, 5120) == ("sglang_need", need, None)
+    # the device view of an SGLang run is its static share (weights + the whole pool) and the reserve: the need decides
+    decision = decide(outcome="succeeded", peaks={"sglang_need": need, "device_used": 44 * GIB},
+                      usable_memory_bytes=46 * GIB, criteria=Criteria(0.10, None))  # fmt: skip
+    assert (decision.view, decision.verdict) == ("sglang_need", "accepted")
+    more, _ = sglang_need(report, sessions=40, longest_request=5120)
+    assert decide(outcome="succeeded", peaks={"sglang_need": more}, usable_memory_bytes=46 * GIB,
+                  criteria=Criteria(0.10, None)).broken_by == "headroom"  # fmt: skip
+
+
+def test_an_sglang_budget_predicts_the_sglang_need_view_and_a_vllm_one_does_not() -> None:
+    need, _ = sglang_need(_published("xinference3481-qwen3-14b-1gpu"), sessions=8, longest_request=5120)
+    pool = budget(44 * GIB, need_bytes=need // 2, weights=27 * GIB, kv_cache=9 * GIB)
+    ratios = view_ratios({"sglang_need": need, "device_used": 44 * GIB}, pool, "sglang")
+    assert ratios["sglang_need"]["ratio"] == 2.0 and ratios["sglang_need"]["basis"] == "serving.need_bytes"
+    assert "sglang_need" not in view_ratios({"sglang_need": need}, pool)  # a vLLM budget predicts vllm_need only
+    assert "vllm_need" not in view_ratios({"vllm_need": need}, pool, "sglang")
+    assert "sglang_need" not in view_ratios({"sglang_need": need}, pool, "transformers")
+
+
+def test_an_sglang_report_without_a_figure_says_which_and_judges_nothing() -> None:
+    text = (REPO / "tests" / "workers" / "data" / "sglang_logs" / "pr11830_b200_cuda-graph.log").read_text()
+    report = _sglang_report(text.partition("\n\n")[2])
+    assert report["engine_report"]["kv_cache_tokens"] == 2243474  # the pool is there, the weights are not
+    need, why = sglang_need(report, sessions=8, longest_request=5120)
+    assert need is None and why is not None and why.startswith("SGLang's start-up report lacks weights_bytes")
+    assert sglang_need(VLLM_REPORT, 8, 5120) == (None, None)
+    assert engine_need({"engine": "transformers"}, 8, 5120) == (None, None, None)
+    assert engine_need(VLLM_REPORT, 32, 8192)[:2] == ("vllm_need", vllm_need(VLLM_REPORT, 32 * 8192)[0])

@@ -225,10 +225,15 @@ def test_the_registered_template_uses_known_placeholders_and_parses() -> None:
     names = template_placeholders(VLLM_SERVE_TEMPLATE)
     assert names <= set(PLACEHOLDERS)
     values = {"python": sys.executable, "model": "meta-llama/Llama-3.1-8B-Instruct", "max_model_len": "8192",
-              "max_num_seqs": "32", "tensor_parallel_size": "1", "gpu_memory_utilization": "0.9",
-              "dtype": "bfloat16", "kv_cache_dtype": "auto", "max_input_tokens": "7168", "max_output_tokens": "1024",
-              "concurrency": "32"}  # fmt: skip
+              "max_num_seqs": "32", "tensor_parallel_size": "1", "pipeline_parallel_size": "1",
+              "gpu_memory_utilization": "0.9", "dtype": "bfloat16", "kv_cache_dtype": "auto",
+              "max_input_tokens": "7168", "max_output_tokens": "1024", "concurrency": "32"}  # fmt: skip
     argv = program_argv(VLLM_SERVE_TEMPLATE, values)
     assert argv[1:3] == ["-m", "workers.runner.programs.vllm_serve"]
     args = parse_options(argv[3:])
     assert (args.max_model_len, args.concurrency, args.gpu_memory_utilization) == (8192, 32, 0.9)
+    assert args.extra_arg == []  # the optional engine flags without a value are left out, each with its flag
+    values |= {"data_parallel_size": "2", "max_num_batched_tokens": "8192", "block_size": "16", "quantization": "fp8"}
+    command = vllm_command(parse_options(program_argv(VLLM_SERVE_TEMPLATE, values)[3:]), 8000)
+    assert command[-4:] == ["--data-parallel-size=2", "--max-num-batched-tokens=8192", "--block-size=16",
+                            "--quantization=fp8"]  # fmt: skip

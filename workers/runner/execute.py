@@ -468,7 +468,7 @@ def _peaks(
     )
 
 
-KEY_PACKAGES = ("vramplan", "torch", "transformers", "vllm", "nvidia-ml-py", "accelerate", "flash-attn")
+KEY_PACKAGES = ("vramplan", "torch", "transformers", "vllm", "sglang", "nvidia-ml-py", "accelerate", "flash-attn")
 
 
 def versions(sampled: Mapping[str, Any], child: Mapping[str, Any], extra_env: Mapping[str, str]) -> dict[str, Any]:
