@@ -107,6 +107,7 @@ def sglang_settings(pb: PlanBudget, device_name: str | None) -> dict[str, Any]:
         inference.gpu_memory_utilization,
         inference.max_num_batched_tokens,
         inference.cuda_graph_max_bs,
+        version=pb.workload.runtime.engine_version or sglang_rules.SGLANG_VERSION,
     )
     return {
         **vllm_settings(pb),

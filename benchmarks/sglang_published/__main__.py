@@ -4,14 +4,17 @@
 
 Per record: the engine's KV pool (GiB and tokens) vs the printed one ("KV Cache is allocated. #tokens: N, K size:
 a GB, V size: b GB": K + V; SGLang's "GB" is GiB), the error, whether it is within target (|error| ≤ 1 GiB or
-≤ 3 %), whether both agree that SGLang starts, and SGLang 0.5.10.post1's default mem_fraction_static for the run
-next to the one the run used. Hold-out records (every third by id, HOLDOUT.md) are summarised apart. A report,
-not a gate: the exit status is 0.
+≤ 3 %), whether both agree that SGLang starts, and the default mem_fraction_static of the record's release
+(0.5.10.post1's where the record names no release) next to the one the run used. Hold-out records (HOLDOUT.md:
+round 1 every third by id, round 2 every third by source URL) are summarised apart, round by round. A record that
+prints its pool in tokens only ("max_total_num_tokens=N") is compared in GiB through the engine's bytes per token
+("tok" in the table). A report, not a gate: the exit status is 0.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,8 @@ from budgets.engine.components import runtime as rt
 
 HERE = Path(__file__).resolve().parent
 GIB = 2**30
+# a release string the engine takes as runtime.engine_version ("0.5.19", "0.5.10.post1"); source builds give none
+RELEASE = re.compile(r"^\d+\.\d+\.\d+(\.post\d+)?$")
 
 
 def load_records() -> list[dict[str, Any]]:
@@ -35,8 +40,12 @@ def workload(record: dict[str, Any]) -> Workload:
         inference["gpu_memory_utilization"] = record["mem_fraction_static"]
     if record.get("chunked_prefill_size"):
         inference["max_num_batched_tokens"] = record["chunked_prefill_size"]
+    if record.get("page_size"):
+        inference["kv_block_tokens"] = record["page_size"]
+    version = record.get("sglang_version") or ""
+    runtime = {"engine_version": version} if RELEASE.match(version) else None
     return startup_workload(
-        record["id"], record["model"], record["precision"], record["tensor"], record["context_len"], inference
+        record["id"], record["model"], record["precision"], record["tensor"], record["context_len"], inference, runtime
     )
 
 
@@ -50,15 +59,26 @@ def device_memory_bytes(record: dict[str, Any]) -> int:
     return int(record["free_before_load_gib"] * GIB) + context.bytes
 
 
+def printed_tokens(printed: dict[str, Any]) -> int | None:
+    """The pool in tokens as printed: the "KV Cache is allocated. #tokens: N" line, else the scheduler's
+    "max_total_num_tokens=N", else a figure the source's author summarised (a table or prose, not a log line)."""
+    for key in ("kv_tokens", "max_total_num_tokens", "summary_tokens"):
+        if printed.get(key) is not None:
+            return int(printed[key])
+    return None
+
+
 def compare(record: dict[str, Any]) -> dict[str, Any]:
     w = workload(record)
     t = device_memory_bytes(record)
     plan = estimate(w, device_memory_bytes=t, device_name=record["device_name"]).serving
     assert plan is not None and plan.kv_pool_bytes is not None
-    default = rules.server_defaults(w.spec, t, record["device_name"], record["tensor"], 1)
+    version = w.runtime.engine_version or rules.SGLANG_VERSION
+    default = rules.server_defaults(w.spec, t, record["device_name"], record["tensor"], 1, version=version)
     printed = record["printed"]
     row: dict[str, Any] = {
         "id": record["id"],
+        "round": record.get("round", 1),
         "holdout": record["holdout"],
         "mfs": record["mem_fraction_static"] or default.mem_fraction_static,
         "default_mfs": default.mem_fraction_static,
@@ -67,8 +87,13 @@ def compare(record: dict[str, Any]) -> dict[str, Any]:
         "engine_starts": plan.starts,
         "printed_starts": printed["starts"],
         "printed_gib": printed.get("kv_gib"),
-        "printed_tokens": printed.get("kv_tokens"),
+        "printed_tokens": printed_tokens(printed),
+        "from_tokens": False,
     }
+    if row["printed_gib"] is None and row["printed_tokens"] is not None:
+        # the pool printed in tokens only: in GiB through the engine's bytes per token of this rank
+        row["printed_gib"] = row["printed_tokens"] * plan.kv_bytes_per_token / GIB
+        row["from_tokens"] = True
     if row["printed_gib"] is not None:
         pool_error(row, row["engine_gib"], row["printed_gib"])
     return row
@@ -88,15 +113,17 @@ def summary(rows: list[dict[str, Any]], label: str) -> str:
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
     head = (
-        f"{'record':<44}{'set':<9}{'mfs':>6}{'dflt':>7}{'engine GiB':>11}{'SGLang GiB':>11}{'err GiB':>9}{'err %':>8}"
-        f"{'engine tok':>12}{'SGLang tok':>11}  within  starts (engine/SGLang)"
+        f"{'record':<46}{'rnd':<4}{'set':<9}{'mfs':>6}{'dflt':>7}{'engine GiB':>11}{'SGLang GiB':>11}{'err GiB':>9}"
+        f"{'err %':>8}{'engine tok':>12}{'SGLang tok':>11}  within  starts (engine/SGLang)"
     )
     lines = [head]
     for r in rows:
         within = "—" if "within" not in r else ("yes" if r["within"] else "NO")
         lines.append(
-            f"{r['id']:<44}{'holdout' if r['holdout'] else 'tuning':<9}{r['mfs']:>6.3f}{r['default_mfs']:>7.3f}"
-            f"{r['engine_gib']:>11.2f}{fmt(r['printed_gib'], '.2f'):>11}{fmt(r.get('error_gib'), '+.2f'):>9}"
+            f"{r['id']:<46}{r['round']:<4}{'holdout' if r['holdout'] else 'tuning':<9}{r['mfs']:>6.3f}"
+            f"{r['default_mfs']:>7.3f}{r['engine_gib']:>11.2f}"
+            f"{fmt(r['printed_gib'], '.2f') + ('tok' if r['from_tokens'] else ''):>11}"
+            f"{fmt(r.get('error_gib'), '+.2f'):>9}"
             f"{fmt(r.get('error_pct'), '+.1f'):>8}{fmt(r['engine_tokens'], ','):>12}"
             f"{fmt(r['printed_tokens'], ','):>11}  {within:<7} {r['engine_starts']}/{r['printed_starts']}"
             + ("" if r["engine_starts"] == r["printed_starts"] else "  MISMATCH")
@@ -108,6 +135,10 @@ def main() -> int:
     rows = [compare(r) for r in load_records()]
     print("\n".join(table(rows)))
     print()
+    for n in sorted({r["round"] for r in rows}):
+        this = [r for r in rows if r["round"] == n]
+        print(summary([r for r in this if not r["holdout"]], f"round {n} tuning"))
+        print(summary([r for r in this if r["holdout"]], f"round {n} hold-out"))
     print(summary([r for r in rows if not r["holdout"]], "tuning"))
     print(summary([r for r in rows if r["holdout"]], "hold-out"))
     print(summary(rows, "all"))

@@ -377,6 +377,7 @@ SGLANG_CUDA_GRAPHS = Range(0, int(0.6 * GIB), int(6.19 * GIB))
 
 
 def _sglang_defaults(w: Workload, device: Device) -> sglang.ServerDefaults:
+    """SGLang's resolved defaults for this server, by the release the workload names (sglang.server_defaults)."""
     assert w.inference is not None
     inf, par = w.inference, w.parallelism
     return sglang.server_defaults(
@@ -388,6 +389,7 @@ def _sglang_defaults(w: Workload, device: Device) -> sglang.ServerDefaults:
         inf.gpu_memory_utilization,
         inf.max_num_batched_tokens,
         inf.cuda_graph_max_bs,
+        w.runtime.engine_version or sglang.SGLANG_VERSION,
     )
 
 

@@ -46,6 +46,11 @@ MAMBA_REQUEST_RATIO = 3
 # the smallest pool SGLang starts with: max_req_input_len = min(context_len − 1, tokens − 1) − 5 > 0
 # (managers/tp_worker.py:301-308)
 MIN_START_TOKENS = 7
+# the first release whose piecewise CUDA graphs are on by default (`disable_piecewise_cuda_graph: bool = False`,
+# SA:637); 0.5.5-0.5.9 have them opt-in (`enable_piecewise_cuda_graph: bool = False`, 0.5.9 server_args.py:604) and
+# 0.5.3 has none, so their default fraction reserves nothing for them (0.5.9 server_args.py:1043-1046 adds the term
+# only when enabled; 0.5.3 server_args.py:637-676 has no such term)
+PIECEWISE_DEFAULT_FROM = (0, 5, 10)
 # model classes whose sliding-window layers get their own pool, and those without piecewise CUDA graphs: by
 # model_type in the HF adapter (models/hf_defaults.py, with their SGLang file:line)
 HYBRID_SWA_MODEL_TYPES = SGLANG_HYBRID_SWA_MODEL_TYPES
@@ -81,11 +86,20 @@ def version_refusal(version: str) -> str | None:
     )
 
 
+def piecewise_by_default(version: str) -> bool:
+    """Whether the release captures piecewise CUDA graphs unless told not to (PIECEWISE_DEFAULT_FROM): 0.5.10 and
+    later; the earlier 0.5.x releases budgeted here neither capture them nor reserve for them by default."""
+    return parse_version(version) >= PIECEWISE_DEFAULT_FROM
+
+
 def version_note(version: str) -> str:
     """How a version string maps to the profile, for the budget's assumptions ("" for the pinned release)."""
     if parse_version(version) == (0, 5, 10) and version.lstrip("v").startswith("0.5.10.post1"):
         return ""
-    return f"SGLang {version!r} has no profile of its own: budgeted by the {SGLANG_VERSION} rules (nearest profile)"
+    note = f"SGLang {version!r} has no profile of its own: budgeted by the {SGLANG_VERSION} rules (nearest profile)"
+    if not piecewise_by_default(version):
+        note += ", without piecewise CUDA graphs, off by default before 0.5.10"
+    return note
 
 
 def gpu_mem_mib(device_memory_bytes: int | None, device_name: str | None) -> int | None:
@@ -200,8 +214,10 @@ def server_defaults(
     mem_fraction_static: float | None = None,
     chunked_prefill_size: int | None = None,
     cuda_graph_max_bs: int | None = None,
+    version: str = SGLANG_VERSION,
 ) -> ServerDefaults:
-    """The server's chunked prefill, CUDA-graph batch and static fraction, the user's where given."""
+    """The server's chunked prefill, CUDA-graph batch and static fraction, the user's where given; `version` the
+    release (piecewise CUDA graphs, and their term in the default fraction, from 0.5.10: piecewise_by_default)."""
     gpu_mem = gpu_mem_mib(device_memory_bytes, device_name)
     chunk, bs = chunked_prefill_and_graph_bs(gpu_mem, tensor)
     chunk = chunked_prefill_size or chunk
@@ -209,8 +225,9 @@ def server_defaults(
     multimodal = bool(spec.towers)
     mla = is_mla(spec)
     # piecewise CUDA graphs are off for multimodal models and pp > 1 (SA:1078-1139), and for the architectures of
-    # configs/model_config.py:1352-1358 (DeepSeek-V3.2/DSA, Qwen3-Next …): a DSA indexer or a hybrid model here
-    piecewise = not multimodal and pipeline == 1 and not _piecewise_excluded(spec)
+    # configs/model_config.py:1352-1358 (DeepSeek-V3.2/DSA, Qwen3-Next …): a DSA indexer or a hybrid model here;
+    # before 0.5.10 they are off unless enabled (piecewise_by_default)
+    piecewise = piecewise_by_default(version) and not multimodal and pipeline == 1 and not _piecewise_excluded(spec)
     if mem_fraction_static is not None:
         return ServerDefaults(gpu_mem, chunk, bs, mem_fraction_static, 0.0, piecewise, True)
     factor = vlm_fraction_factor() if multimodal else 1.0

@@ -83,6 +83,35 @@ def test_llama3_8b_tp2_h200_pool():
     assert plan.kv_pool_bytes / GIB == pytest.approx(110, rel=0.03)
 
 
+def test_qwen3_30b_a3b_default_fraction_by_release():
+    # sgl-project/sglang#11970, sglang==0.5.3.post3, default arguments, one unnamed GPU: "Load weight begin. avail
+    # mem=94.69 GB" and "self.max_total_num_tokens=270331". 0.5.3's default fraction reserves nothing for piecewise
+    # CUDA graphs (none before 0.5.10 unless enabled); budgeted by 0.5.10.post1's, which does, the pool is ~2 % short
+    from budgets.engine.components import runtime as rt
+
+    context, _ = rt.cuda_context("cuda", None, None)
+    t = int(94.69 * GIB) + context.bytes
+
+    def tokens(version: str) -> int | None:
+        w = _workload("qwen3-30b-a3b", 40960, runtime={"engine_version": version})
+        return _plan(w, t, None).kv_pool_tokens
+
+    assert tokens("0.5.3.post3") == pytest.approx(270331, rel=0.005)
+    assert (tokens("0.5.10.post1") or 0) < 270331 * 0.985
+
+
+def test_piecewise_graphs_on_by_default_from_0_5_10():
+    spec = _workload().spec
+    # sgl-project/sglang PR #13023 (November 2025, after 0.5.5), L40S, defaults: "mem_fraction_static=0.851"
+    l40s = sglang.server_defaults(spec, int(44.5 * GIB), "NVIDIA L40S", 1, 1, version="0.5.5")
+    assert (l40s.mem_fraction_static, l40s.piecewise_graphs) == (0.851, False)
+    assert sglang.server_defaults(spec, H100_T, H100, 1, 1, version="0.5.9").piecewise_graphs is False
+    assert sglang.server_defaults(spec, H100_T, H100, 1, 1, version="0.5.10").piecewise_graphs is True
+    assert sglang.server_defaults(spec, H100_T, H100, 1, 1).piecewise_graphs is True  # 0.5.10.post1, the profile
+    b = estimate(_workload(runtime={"engine_version": "0.5.9"}), device_memory_bytes=H100_T, device_name=H100)
+    assert any("without piecewise CUDA graphs" in a and "piecewise CUDA graphs off" in a for a in b.assumptions)
+
+
 # --- properties ---------------------------------------------------------------------------------
 
 
