@@ -469,8 +469,8 @@ def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, 
     elif w.inference is not None:
         out.append(f"serving engine {w.inference.engine}, KV layout {w.inference.kv_cache_layout}")
     if w.inference is None or not engine(w.inference.engine).preallocated_pool:
-        name, version = profiles.workload_engine(w)
-        out.extend(profiles.profile_for(name, version).describe(version, w.task == "inference", w.spec.is_moe))
+        _, version = profiles.workload_engine(w)
+        out.extend(profiles.workload_profile(w).describe(version, w.task == "inference", w.spec.is_moe))
     if w.parallelism.tensor > w.spec.num_kv_heads:
         out.append("tensor degree exceeds KV heads: KV heads replicated on each device")
     return tuple(out)

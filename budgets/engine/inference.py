@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import parallel, profiles, sglang, vllm
-from .budget import Range, ServingPlan
+from .budget import ZERO, Range, ServingPlan
 from .components import activations as act
 from .components import kv_cache as kv
 from .components import runtime as rt
@@ -50,7 +50,9 @@ class _GenerateCache:
     layout: str
     prefill_bytes: int
     final_bytes: int
-    growth_bytes: int  # dynamic cache: one layer's K copy while torch.cat grows it
+    growth_bytes: int  # dynamic cache: one layer's K copy while torch.cat grows it, or the previous step's whole cache
+    growth_at_head: bool  # the growth is still alive when the LM head runs (the previous step's cache)
+    first_decode_bytes: int  # the cache during the first decode forward: the prompt's and the one growing
     attend_prefill: int  # key positions attention reads in prefill
     attend_decode: int  # ... and in the last decode step
     preallocated: bool
@@ -58,7 +60,11 @@ class _GenerateCache:
 
 
 def _generate_cache(
-    w: Workload, spec: ModelSpec, stage: parallel.Stage, profile: profiles.GenericProfile
+    w: Workload,
+    spec: ModelSpec,
+    stage: parallel.Stage,
+    profile: profiles.GenericProfile,
+    rules: profiles.GenerateRules,
 ) -> _GenerateCache:
     assert w.inference is not None
     inf = w.inference
@@ -70,17 +76,31 @@ def _generate_cache(
     per_tok = kv.kv_bytes_per_token(spec, t, first, layers, kv_prec)
     longest = s + n
     if layout == "dynamic":
+        window = rules.windowed_dynamic
+
+        def cache(tokens: int, windowed: bool = window) -> int:
+            return kv.kv_cache_bytes(spec, t, first, layers, kv_prec, "contiguous", tokens, b, window=windowed)
+
         # sliding layers still hold the whole prompt's storage after prefill (a view keeps it)
-        kv_prefill = kv.kv_cache_bytes(spec, t, first, layers, kv_prec, "contiguous", s, b, window=False)
-        kv_final = kv.kv_cache_bytes(spec, t, first, layers, kv_prec, "contiguous", longest - 1, b)
-        growth = kv.dynamic_growth_transient(spec, t, first, layers, kv_prec, longest - 1, b)
+        kv_prefill = cache(s, False)
+        kv_final = cache(longest - 1)
+        if rules.previous_cache:
+            # the previous step's tuple: every layer's K and V of one position less, alive through the last forward
+            growth = cache(longest - 2)
+        else:
+            growth = kv.dynamic_growth_transient(spec, t, first, layers, kv_prec, longest - 1, b)
+        first_decode = kv_prefill + cache(s + 1) if rules.previous_cache else cache(s + 1)
         kv_note = (
             f"dynamic cache grown by torch.cat to {longest - 1} positions × {b} sequences"
-            " + one layer's K copy while growing"
+            + (
+                " + the previous step's whole cache (the legacy tuple generate still holds)"
+                if rules.previous_cache
+                else " + one layer's K copy while growing"
+            )
             + (
                 f"; sliding layers keep {spec.sliding_window} positions, but the whole prompt's storage"
                 " until the first decode step"
-                if spec.sliding_window and spec.num_sliding_layers and s > spec.sliding_window
+                if window and spec.sliding_window and spec.num_sliding_layers and s > spec.sliding_window
                 else ""
             )
         )
@@ -89,7 +109,7 @@ def _generate_cache(
     else:
         slots = profile.static_cache_slots(longest) if layout == "contiguous" else longest
         kv_final = kv.kv_cache_bytes(spec, t, first, layers, kv_prec, layout, slots, b, inf.block_tokens)
-        kv_prefill = kv_final
+        kv_prefill = first_decode = kv_final
         growth = 0
         preallocated = True
         kv_note = (
@@ -102,11 +122,52 @@ def _generate_cache(
         if layout == "paged":
             attend_decode = longest - 1
     kv_note += f"; {per_tok:,} B/token/device across {layers} layers ({kv_prec})"
-    return _GenerateCache(layout, kv_prefill, kv_final, growth, attend_prefill, attend_decode, preallocated, kv_note)
+    return _GenerateCache(
+        layout,
+        kv_prefill,
+        kv_final,
+        growth,
+        rules.previous_cache and layout == "dynamic",
+        first_decode,
+        attend_prefill,
+        attend_decode,
+        preallocated,
+        kv_note,
+    )
 
 
 def generate_stage(w: Workload, stage: parallel.Stage, weights: Range) -> StagePhases:
-    """transformers / generic generate: prefill all prompts together, then decode one token per step."""
+    """transformers / generic generate: prefill all prompts together, then decode one token per step. The release's
+    rules (`profiles.generate_rules`: low, expected, high) each give the stage's phases; where they differ, each
+    component's range spans the three (`_span`)."""
+    low, expected, high = profiles.generate_rules(w)
+    middle = _generate_phases(w, stage, weights, expected)
+    if low == expected == high:
+        return middle
+    return _span(middle, _generate_phases(w, stage, weights, low), _generate_phases(w, stage, weights, high))
+
+
+def _span(middle: StagePhases, low: StagePhases, high: StagePhases) -> StagePhases:
+    """The expected phases with each component's low end the least and its high end the most of the three."""
+
+    def spanned(mid: dict[str, Range], lo: dict[str, Range], hi: dict[str, Range]) -> dict[str, Range]:
+        out = {}
+        for name in mid.keys() | hi.keys():
+            m = mid.get(name, ZERO)
+            least = min(m.low, lo[name].low) if name in lo and name in mid else 0
+            out[name] = Range(least, m.bytes, max(m.high, hi.get(name, ZERO).high))
+        return out
+
+    for phase in middle.phases.keys() | high.phases.keys():
+        middle.phases[phase] = spanned(
+            middle.phases.get(phase, {}), low.phases.get(phase, {}), high.phases.get(phase, {})
+        )
+    middle.fixed = spanned(middle.fixed, low.fixed, high.fixed)
+    return middle
+
+
+def _generate_phases(w: Workload, stage: parallel.Stage, weights: Range, rules: profiles.GenerateRules) -> StagePhases:
+    """The stage's phases under one set of generate rules."""
     assert w.inference is not None
     spec, inf = w.spec, w.inference
     profile = profiles.workload_profile(w)
@@ -115,7 +176,7 @@ def generate_stage(w: Workload, stage: parallel.Stage, weights: Range) -> StageP
     fp16_cuda = device == "cuda" and (w.precision.compute or "bf16") == "fp16"
     b, s = inf.concurrent_sessions, inf.max_input_tokens
     lo, hi = activation_band(device)
-    cache = _generate_cache(w, spec, stage, profile)
+    cache = _generate_cache(w, spec, stage, profile, rules)
     # SDPA prefill runs mask-free with is_causal even over a static cache (the cache is empty,
     # masking_utils._ignore_causal_mask_sdpa), so GQA goes through enable_gqa (use_gqa_in_sdpa); in decode
     # a static cache gets a padding mask, so no enable_gqa, but a single query is packed per KV head
@@ -124,15 +185,18 @@ def generate_stage(w: Workload, stage: parallel.Stage, weights: Range) -> StageP
     # a dynamic cache gets no up-front 4D masks from generate: a sliding bool mask is batch-broadcast
     broadcast_mask = cache.layout == "dynamic"
     xp = activation_shape(spec, stage, b, s, cache.attend_prefill, d, fp16_cuda)
-    # the new last-position logits exist only at the head, after the layers' transients are freed
-    logits = b * xp.vocab * d if stage.holds_head else 0
-    prefill_act = _prefill_activations(w, spec, stage, xp, gqa_sdpa, broadcast_mask, logits, profile)
+    # the new logits exist only at the head, after the layers' transients are freed: the last position's, or every
+    # prompt position's in a release without logits_to_keep
+    head = stage.holds_head
+    prompt_logits = _head_logits(b * (s if rules.prompt_logits else 1), xp.vocab, d, rules.upcast_logits) if head else 0
+    logits = _head_logits(b, xp.vocab, d, rules.upcast_logits) if head else 0
+    prefill_act = _prefill_activations(w, spec, stage, xp, gqa_sdpa, broadcast_mask, prompt_logits, profile)
     decode_act, generation_ids = _decode_activations(
         w, spec, stage, xp, cache, gqa_sdpa, broadcast_mask, logits, fp16_cuda, profile
     )
     # between forwards: logits processing of the last step, over the final cache (no forward alive)
     sample_low = sample_act = sample_high = 0.0
-    if stage.holds_head:
+    if head:
         low, expected, high = profile.sample_bytes(b, xp.vocab, d, spec.eos_token)
         sample_low, sample_act, sample_high = low + generation_ids, expected + generation_ids, high + generation_ids
 
@@ -142,27 +206,85 @@ def generate_stage(w: Workload, stage: parallel.Stage, weights: Range) -> StageP
         "kv_cache": Range.exact(cache.prefill_bytes),
         "activations": Range.spread(prefill_act, lo, hi),
     }
+    if rules.prompt_logits_kept and head and rules.prompt_logits:
+        # the prefill's (fp32) logits of every prompt position, alive until the first decode forward returns
+        kept = b * s * xp.vocab * (4 if rules.upcast_logits else d)
+        out.phases["first decode"] = {
+            "kv_cache": Range.exact(cache.first_decode_bytes),
+            "activations": Range.spread(decode_act + kept, lo, hi),
+        }
     out.phases["decode"] = {
         "kv_cache": Range.exact(cache.final_bytes + cache.growth_bytes),  # torch.cat always copies while growing
         "activations": Range.spread(decode_act, lo, hi),
     }
     if sample_act:
+        previous = cache.growth_bytes if cache.growth_at_head else 0  # the legacy tuple until the step's update
         out.phases["sample"] = {
-            "kv_cache": Range.exact(cache.final_bytes),
+            "kv_cache": Range.exact(cache.final_bytes + previous),
             "activations": Range(int(sample_low), int(sample_act), int(sample_high * hi)),
         }
     out.notes["kv_cache"] = cache.note
     out.notes["activations"] = (
         f"prefill of {b}×{s} tokens ({attention} attention"
         + (", b·heads·s·s scores materialized" if attention == "eager" else "")
-        + f"), last-position logits (+fp32 score copies between forwards, {inf.engine} generate),"
-        + f" decode over {cache.attend_decode} positions"
+        + ("), logits of every prompt position" if rules.prompt_logits else "), last-position logits")
+        + (" upcast to fp32" if rules.upcast_logits else "")
+        + (" kept through the first decode forward" if rules.prompt_logits_kept and rules.prompt_logits else "")
+        + f" (+fp32 score copies between forwards, {inf.engine} generate), decode over {cache.attend_decode} positions"
     )
+    workspace, note = _generate_workspace(w, stage, xp, rules)
+    if note:
+        out.fixed["workspace"] = workspace
+        out.notes["workspace"] = note
     out.transient_for_fragmentation = int(
         max(prefill_act, decode_act, sample_act) + (cache.final_bytes if cache.layout == "dynamic" else 0)
     )
     out.live_tensors = param_tensors(spec, stage.layers) + 2 * stage.layers
     return out
+
+
+def _head_logits(rows: int, vocab: int, d: float, upcast: bool) -> float:
+    """The LM head's output for `rows` positions, and its fp32 copy beside it when the model upcasts (`logits.float()`
+    returns its input unchanged when that is fp32 already)."""
+    return rows * vocab * (d + (4 if upcast and d != 4 else 0))
+
+
+def _generate_workspace(
+    w: Workload, stage: parallel.Stage, xp: act.Shape, rules: profiles.GenerateRules
+) -> tuple[Range, str]:
+    """What a 4.x release holds outside the layers' transients: the rotary tables of every attention layer
+    (`rules.rope_tables`) and the 4-bit kernels' buffers (`rules.quantized_kernels`); (ZERO, "") for none."""
+    spec, weights = w.spec, w.precision.weights
+    total, notes = ZERO, []
+    if rules.rope_tables and not spec.learned_positions and spec.max_position_embeddings:
+        # cos and sin of max_position_embeddings × rotary dims in the dtype the model was built in, per layer
+        tables = stage.layers * 2 * spec.max_position_embeddings * spec.rope_dim * xp.d
+        total += Range.exact(int(tables))
+        notes.append(f"rotary cos/sin tables of {spec.max_position_embeddings} positions, {stage.layers} layers")
+    if rules.quantized_kernels and weights == "int4":
+        total += _gptq_buffers(w, xp)
+        notes.append(
+            "auto-gptq's GPTQ kernel buffers: exllama's (transformers' default), 0 (other kernels) to exllama v2's"
+        )
+    if rules.quantized_kernels and weights == "nf4" and xp.b * xp.s > 1:
+        total += Range.exact(int(ws.dequantized_weight(xp.h, max(xp.inter, xp.q), xp.d)))
+        notes.append("bitsandbytes dequantizes one 4-bit matrix to the compute dtype per matmul of more than one token")
+    return total, "; ".join(notes)
+
+
+def _gptq_buffers(w: Workload, xp: act.Shape) -> Range:
+    """auto-gptq's buffers for the decoder's quantized matrices (components/workspace.py): exllama's expected (the
+    kernel transformers 4.x's GPTQConfig picks: use_exllama True, version 1; utils/quantization_config.py:448-464 at
+    4.35.2), with act-order as the checkpoint's quantization_config says (none when it does not); none at the low end
+    (the cuda-old / Triton kernels); the most of exllama with act-order and exllama v2 at the high end."""
+    spec = w.spec
+    qkv = ((xp.h, xp.q + 2 * xp.kv),) if spec.fused_qkv else ((xp.h, xp.q), (xp.h, xp.kv))
+    mlp = spec.expert_intermediate_size // xp.tensor if spec.is_moe else xp.inter
+    matrices = (*qkv, (xp.q, xp.h), (xp.h, xp.inter), (xp.inter, xp.h), (xp.h, mlp), (mlp, xp.h))
+    config = (w.model.hf_config or {}).get("quantization_config") if w.model is not None else None
+    act_order = bool(config.get("desc_act")) if isinstance(config, dict) else False
+    expected = ws.exllama_buffers(matrices, act_order)
+    return Range(0, expected, max(ws.exllama_buffers(matrices, True), ws.exllamav2_scratch(matrices)))
 
 
 def _prefill_activations(
@@ -229,8 +351,10 @@ def _decode_activations(
     model_level = act.model_level_inference(spec, xd, attention, cache.attend_decode, broadcast_mask)
     generation_ids = profile.generation_ids_bytes(b, s, longest)
     prev_scores = profile.previous_scores_bytes(b, xp.vocab, spec.eos_token) if stage.holds_head else 0
-    # in a layer the dynamic cache's growth copy (kv_cache component) is alive; at the head it is not
-    decode = model_level + generation_ids + prev_scores + max(layer, 2 * b * xp.h * xp.d + logits - cache.growth_bytes)
+    # in a layer the dynamic cache's growth copy (kv_cache component) is alive; at the head it is not, unless it is
+    # the previous step's whole cache (the legacy tuple generate holds)
+    freed = 0 if cache.growth_at_head else cache.growth_bytes
+    decode = model_level + generation_ids + prev_scores + max(layer, 2 * b * xp.h * xp.d + logits - freed)
     return decode, generation_ids
 
 

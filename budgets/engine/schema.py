@@ -28,6 +28,7 @@ from .models.checkpoint import CheckpointWeights, read_checkpoint
 from .models.hf_config import UnsupportedModelError, from_hf_config
 from .models.presets import close_preset_ids, load_presets
 from .models.spec import ModelSpec, from_architecture
+from .profiles import release_refusal
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
 # weights only: bitsandbytes NF4 (4-bit codes + an fp32 absmax per 64 weights), NVFP4 (fp4 + an fp8 scale per 16),
@@ -491,8 +492,12 @@ class RuntimeSpec(_Section):
         max_length=32,
         description="version of the serving or training stack, e.g. '0.11.0' for vLLM, '5.24.0' for transformers"
         " (training runs transformers); default: the release the engine models (vLLM 0.11.0, SGLang 0.5.10.post1,"
-        " transformers 5.24.0); the budget names the implementation profile it used. SGLang: 0.5.3 and later 0.5.x"
-        " releases are budgeted by the 0.5.10.post1 profile (the budget says so); other releases are refused",
+        " transformers 5.24.0); the budget names the implementation profile it used and the releases it was read"
+        " from. transformers generate: 4.34–5.24.x, each release by the rules of the releases read (4.35.2, 4.36.0,"
+        " 4.41.2, 4.42.0, 4.44.2, 4.45.0, 4.46.0, 5.0.0, 5.24.0), one between two of them with a range spanning both;"
+        " 4.x with the dynamic cache only. vLLM: 0.4–0.33.x (a minor release not read is said so). SGLang: 0.5.3 and"
+        " later 0.5.x releases are budgeted by the 0.5.10.post1 profile (the budget says so). Other releases are"
+        " refused",
     )
 
     bitsandbytes_version: str | None = Field(
@@ -578,6 +583,14 @@ class Workload(_Section):
             serving = engine(self.inference.engine)
             if serving.version_refusal is not None and self.runtime.engine_version is not None:
                 refusal = serving.version_refusal(self.runtime.engine_version)
+                if refusal:
+                    raise ValueError(refusal)
+            if self.runtime.engine_version is not None:
+                refusal = release_refusal(
+                    self.inference.engine,
+                    self.runtime.engine_version,
+                    self.inference.kv_cache_layout or serving.default_layout,
+                )
                 if refusal:
                     raise ValueError(refusal)
         if self.task == "training" and self.training is None:

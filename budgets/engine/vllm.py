@@ -129,16 +129,26 @@ PROFILES: tuple[Profile, ...] = (
         summary="V0: NCCL buffers inside the pool, context outside",
         v0=True,
     ),
-    # V1 0.8–0.10: snapshot before NCCL init (vllm-0.10.1.1/v1/worker/gpu_worker.py:174,192); V1 ≤ 0.9.1 also
-    # charged the context (vllm-0.8.5/v1/worker/gpu_worker.py:165-212), not modelled
+    # V1 0.8–0.9.1: as 0.10, and the CUDA context charged too (vllm-0.8.5/v1/worker/gpu_worker.py:165-212)
+    Profile(
+        name="0.8",
+        since=(0, 8),
+        default_utilization=0.90,
+        non_torch_tp1_bytes=MODULES_BYTES + CUDA_CONTEXT_BYTES,
+        non_torch_tp_bytes=MODULES_AND_NCCL_BYTES + CUDA_CONTEXT_BYTES,
+        graphs_in_pool=False,
+        summary="V1 to 0.9.1: CUDA context and NCCL buffers inside the pool, CUDA graphs outside",
+        context_in_pool=True,
+    ),
+    # V1 0.9.2–0.10: snapshot before NCCL init (vllm-0.10.1.1/v1/worker/gpu_worker.py:174,192)
     Profile(
         name="0.10",
-        since=(0, 8),
+        since=(0, 9, 2),
         default_utilization=0.90,
         non_torch_tp1_bytes=MODULES_BYTES,
         non_torch_tp_bytes=MODULES_AND_NCCL_BYTES,
         graphs_in_pool=False,
-        summary="NCCL buffers inside the pool, CUDA graphs outside; V1 releases before 0.10 approximated by it",
+        summary="NCCL buffers inside the pool, CUDA graphs outside",
     ),
     # 0.11–0.20: snapshot after NCCL init (PR #25359, vllm-0.11.0/v1/worker/gpu_worker.py:165-184, 255-280);
     # N = 0.13 GiB TP1, 0.55 GiB TP2 on H100 (llm-d empirical-vllm-memory-results.md)
@@ -199,24 +209,67 @@ def parse_version(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", base))
 
 
+# The releases whose memory accounting was read (file:line references above and in docs/research/vllm-memory.md) or
+# measured (benchmarks/gpu_published/records.json; the 0.27.1 graph-estimate log), by major.minor. A release between
+# two of them is budgeted by its profile, which holds at both; a change made in between is not known here (the budget
+# says so). Releases before the oldest and after the newest read are refused (`version_refusal`).
+READ_RELEASES: tuple[tuple[int, int], ...] = (
+    (0, 4), (0, 5), (0, 6), (0, 7), (0, 8), (0, 10), (0, 11), (0, 15), (0, 16), (0, 17), (0, 18), (0, 19), (0, 21),
+    (0, 27), (0, 33),
+)  # fmt: skip
+
+
+def version_refusal(version: str) -> str | None:
+    """Why a vLLM release cannot be budgeted (None when it can): before the oldest or after the newest release read."""
+    v, oldest, newest = parse_version(version)[:2], READ_RELEASES[0], READ_RELEASES[-1]
+    if oldest <= v <= newest:
+        return None
+    side = "older than the oldest" if v < oldest else "newer than the newest"
+    return (
+        f"runtime.engine_version {version!r}: vLLM {'.'.join(map(str, v))} is {side} release read here"
+        f" ({'.'.join(map(str, oldest))}–{'.'.join(map(str, newest))}); how it sizes its KV pool (utilization default,"
+        " what the start-up deducts, the sampler of its profile run) is not known here. Give a release in that range,"
+        f" or leave engine_version out to budget {DEFAULT_VLLM_VERSION}"
+    )
+
+
 def release_note(version: str) -> str:
-    """How a pasted version string maps to the rules applied, for the budget's assumptions ("" for a plain release)."""
-    release = ".".join(str(p) for p in parse_version(version))
-    if version == release:
-        return ""
+    """How a pasted version string maps to the rules applied, for the budget's assumptions ("" for a plain release of
+    a minor version read)."""
+    v = parse_version(version)
+    release = ".".join(str(p) for p in v)
     profile = profile_for(version)
+    unread = "" if v[:2] in READ_RELEASES else _unread(v, profile)
+    if version == release:
+        return unread
     pre = re.search(r"(rc|dev|a|b)\d", version.lstrip("v"))
     kind = "a pre-release (rc/dev) of" if pre else "a build of"
     return (
         f"vLLM {version!r} is {kind} {release}: the {profile.name} profile applies (releases from"
         f" {'.'.join(map(str, profile.since))})"
         + ("; changes merged for the release may be missing from it" if pre else "")
+        + (f"; {unread}" if unread else "")
+    )
+
+
+def _unread(v: tuple[int, ...], profile: Profile) -> str:
+    """What is not known of a release no source or record was read for: the read releases on either side, and which
+    of them the profile applied holds at."""
+    name = ".".join(map(str, v[:2]))
+    older = ".".join(map(str, max((r for r in READ_RELEASES if r < v[:2]), default=READ_RELEASES[0])))
+    newer = ".".join(map(str, min((r for r in READ_RELEASES if r > v[:2]), default=READ_RELEASES[-1])))
+    holds = [r for r in (older, newer) if profile_for(r) is profile]
+    where = "both" if len(holds) == 2 else f"{holds[0]} only" if holds else "neither"
+    return (
+        f"vLLM {name} was not read (read on either side: {older} and {newer}): budgeted by the {profile.name} profile,"
+        f" which holds at {where}; a change to the pool's accounting made in {name} would not be in this budget"
     )
 
 
 @lru_cache(maxsize=256)
 def profile_for(version: str) -> Profile:
-    """The profile of the release; releases before 0.4 are approximated by the 0.4 one."""
+    """The profile of the release (releases outside the ones read are refused by the schema: `version_refusal`; the
+    oldest profile stands for them here)."""
     v = parse_version(version)
     return ([p for p in PROFILES if v >= p.since] or [PROFILES[0]])[-1]
 

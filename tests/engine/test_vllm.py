@@ -152,7 +152,8 @@ def _v0(version: str, mml: int, preset: str = "llama-3.1-8b", **extra) -> Worklo
         ("0.6.4.post1", "0.6.4", True),
         ("0.6.5", "0.6.5", True),
         ("0.7.2", "0.6.5", True),
-        ("0.8.5", "0.10", False),
+        ("0.8.5", "0.8", False),  # V1 to 0.9.1 charges the CUDA context as well
+        ("0.10.1.1", "0.10", False),
         ("0.17.0", "0.17", False),
         ("0.19.0", "0.18", False),
     ],

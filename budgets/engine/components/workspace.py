@@ -110,3 +110,27 @@ def dequantized_weight(hidden: int, widest: int, d: float) -> float:
     path only for one token without grad, :568-574), and again in backward for the input's gradient
     (:547): one decoder matrix (hidden × the widest projection) at a time."""
     return hidden * widest * d
+
+
+# auto-gptq (v0.5.1, the kernels transformers 4.x loads GPTQ checkpoints with through optimum: optimum v1.14.1
+# gptq/quantizer.py:555 `autogptq_post_init(model, use_act_order=self.desc_act)`): exllama (v1) keeps one temp_state
+# of max_input_len × the widest in/out features and one temp_dq of the largest quantized matrix, fp16, per device
+# (auto_gptq/modeling/_utils.py:306-309, 320-335), max_input_len 2048 with act-order (_const.py:33
+# EXLLAMA_DEFAULT_MAX_INPUT_LENGTH), else 1; exllama v2 one scratch per device of the largest module's
+# temp_dq_size + temp_fwd_size(2048, 8) (_utils.py:358-366; nn_modules/qlinear/qlinear_exllamav2.py:160-167)
+EXLLAMA_MAX_INPUT_LEN = 2048
+EXLLAMAV2_MAX_BATCH = 8
+FP16 = 2
+
+
+def exllama_buffers(matrices: tuple[tuple[int, int], ...], act_order: bool) -> int:
+    """auto-gptq's exllama (v1) buffers for the quantized (in, out) matrices of a device: temp_state and temp_dq."""
+    rows = EXLLAMA_MAX_INPUT_LEN if act_order else 1
+    widest = max(max(m) for m in matrices)
+    return rows * widest * FP16 + max(i * o for i, o in matrices) * FP16
+
+
+def exllamav2_scratch(matrices: tuple[tuple[int, int], ...]) -> int:
+    """auto-gptq's exllama v2 scratch: the largest module's in × out × 2 + 128 (temp_dq) plus out × 2048 × 8 × 4 + 128
+    (temp_fwd), allocated at the first forward and kept (ExLlamaV2DeviceTensors)."""
+    return max(i * o * FP16 + 128 + o * EXLLAMA_MAX_INPUT_LEN * EXLLAMAV2_MAX_BATCH * 4 + 128 for i, o in matrices)
