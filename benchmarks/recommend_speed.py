@@ -30,6 +30,7 @@ import statistics
 import sys
 import time
 import tracemalloc
+from datetime import date
 from functools import cache
 from pathlib import Path
 
@@ -89,10 +90,34 @@ def _facts(config: dict, gpu: dict | None) -> Facts:
     )
 
 
+@cache
+def _prices() -> dict[str, dict]:
+    """Each configuration's price fields from prices.json, as loadcatalog sets them: its cheapest on-demand offer
+    (ties: provider, region), where it was read and when, stale after the file's stale_after_days."""
+    document = json.loads((CATALOG / "prices.json").read_text())
+    out = {}
+    for record in document["records"]:
+        on_demand = [offer for offer in record.get("offers", []) if offer["kind"] == "on_demand"]
+        if not on_demand:
+            continue
+        best = min(on_demand, key=lambda offer: (offer["usd_per_hour"], offer["provider"], offer["region"]))
+        source = document["sources"][best["source"]]
+        read_on = date.fromisoformat(source["read_on"])
+        out[record["configuration"]] = {
+            "hourly_price_usd": float(best["usd_per_hour"]),
+            "price_provider": best["provider"],
+            "price_region": best["region"],
+            "price_instance_type": best["instance_type"],
+            "price_read_on": read_on,
+            "price_source_url": source["url"],
+            "price_stale": (date.today() - read_on).days > document["stale_after_days"],
+        }
+    return out
+
+
 def fixture_view(config: dict) -> ConfigurationView:
     """One catalog configuration (a fixture record) as the recommender sees it."""
     gpu = _by_slug("accelerators.json").get(config["accelerator"]) if config["accelerator"] else None
-    price = float(config["hourly_price_usd"]) if config["hourly_price_usd"] is not None else None
     if gpu is None:
         usable = host_usable_memory(config["host_ram_bytes"])
     else:
@@ -117,7 +142,7 @@ def fixture_view(config: dict) -> ConfigurationView:
         memory_bandwidth_gbps=gpu["memory_bandwidth_gbps"] if gpu else None,
         dense_tflops=gpu["dense_tflops"] if gpu else {},
         nvlink_bandwidth_gbps=gpu["nvlink_bandwidth_gbps"] if gpu else None,
-        hourly_price_usd=price,
+        **_prices().get(config["slug"], {}),
         host_ram_bytes=config["host_ram_bytes"],
         disk_bytes=config["disk_bytes"],
         max_devices_per_node=gpu["max_devices_per_node"] if gpu else 1,

@@ -9,6 +9,7 @@ Every changelist selects its relations up front, so its query count stays consta
 
 from __future__ import annotations
 
+from datetime import date, timedelta
 from typing import Any
 
 from django import forms
@@ -18,13 +19,30 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q, QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from . import services
 from .choices import MEMORY_BANDS_GB, VendorSlug
-from .models import Accelerator, Architecture, Configuration, CudaToolkit, Node, Precision, PyTorchWheel, Vendor
+from .models import (
+    PRICE_STALE_AFTER_DAYS,
+    Accelerator,
+    Architecture,
+    Configuration,
+    CudaToolkit,
+    Node,
+    Precision,
+    Price,
+    PriceOffer,
+    PyTorchWheel,
+    Vendor,
+    price_is_stale,
+)
 from .units import UnitError, driver_branch, format_bytes, parse_driver_branch
 from .usable import UsableMemory
+
+HOURS_PER_MONTH = 730  # the AWS Pricing Calculator's month (recommendations.recommend.HOURS_PER_MONTH)
 
 
 def _memory(value: int | None) -> str:
@@ -34,6 +52,22 @@ def _memory(value: int | None) -> str:
 def _usable(usable: UsableMemory) -> str:
     """``79.19 GiB (observed)``: the figure and the kind of evidence behind it."""
     return f"{_memory(usable.bytes)} ({usable.basis})"
+
+
+def _stale(read_on: date) -> str:
+    """`` (stale)`` for a price read more than 90 days before today, else nothing."""
+    return " (stale)" if price_is_stale(read_on, timezone.localdate()) else ""
+
+
+def _offer(offer: PriceOffer | None) -> str:
+    """``Cudo Compute no-kristiansand-1, read 2026-12-02`` (`` (stale)`` when it is); where a price comes from."""
+    if offer is None:
+        return "set without a source"
+    return f"{offer.provider} {offer.region}, read {offer.read_on.isoformat()}{_stale(offer.read_on)}"
+
+
+def _source(url: str) -> SafeString:
+    return format_html('<a href="{}" rel="noopener noreferrer" target="_blank">source</a>', url)
 
 
 class MemoryBandFilter(admin.SimpleListFilter):
@@ -227,11 +261,58 @@ class AcceleratorAdmin(CatalogAdmin):
         return format_html('<a href="{}" rel="noopener noreferrer" target="_blank">source</a>', obj.source_url)
 
 
+#: The offer columns of a configuration's page (PriceInline), read-only.
+PRICE_COLUMNS = (
+    "provider",
+    "kind",
+    "usd_per_hour",
+    "per_month",
+    "region",
+    "regions",
+    "instance_type",
+    "host",
+    "read",
+    "source",
+)
+
+
+class PriceInline(admin.TabularInline):
+    """The configuration's offers, as the price file lists them: read-only (loadcatalog is their one writer)."""
+
+    model = Price
+    extra = 0
+    can_delete = False
+    fields = PRICE_COLUMNS
+    readonly_fields = PRICE_COLUMNS
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="USD per month")
+    def per_month(self, obj: Price) -> str:
+        return f"${obj.usd_per_hour * HOURS_PER_MONTH:,.0f}"
+
+    @admin.display(description="host")
+    def host(self, obj: Price) -> str:
+        return f"{obj.vcpus or '?'} vCPU, {obj.host_memory_gib or '?'} GiB"
+
+    @admin.display(description="read on")
+    def read(self, obj: Price) -> str:
+        return obj.read_on.isoformat() + _stale(obj.read_on)
+
+    @admin.display(description="source")
+    def source(self, obj: Price) -> SafeString:
+        return _source(obj.source_url)
+
+
 @admin.register(Configuration)
 class ConfigurationAdmin(CatalogAdmin):
     # what a buyer compares, narrow enough for a 1,400 px screen beside the filters: the name says the accelerator and
     # host; the accelerator, vendor, architecture and CPU are filters
-    list_display = ["name", "gpus", "memory", "total_memory", "nvlink", "driver", "price"]
+    list_display = ["name", "gpus", "memory", "total_memory", "nvlink", "driver", "price", "price_from"]
     list_filter = [
         "kind",
         ("accelerator__architecture__vendor", admin.RelatedOnlyFieldListFilter),
@@ -245,14 +326,33 @@ class ConfigurationAdmin(CatalogAdmin):
     search_fields = ["name", "slug", "accelerator__name", "driver_version"]
     list_select_related = ["accelerator__architecture__vendor"]
     autocomplete_fields = ["accelerator"]
-    readonly_fields = ["per_device_memory", "usable", "usable_source", "total_memory", "driver_branch"]
+    readonly_fields = [
+        "per_device_memory",
+        "usable",
+        "usable_source",
+        "total_memory",
+        "driver_branch",
+        "price_from",
+        "no_price_reason",
+    ]
+    inlines = [PriceInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Configuration]:
-        return super().get_queryset(request).with_memory()  # type: ignore[attr-defined]  # ConfigurationQuerySet
+        return super().get_queryset(request).with_memory().with_price_offer()  # type: ignore[attr-defined]
 
-    @admin.display(description="USD per hour", ordering=F("hourly_price_usd").asc(nulls_last=True))
+    @admin.display(description="USD per hour (per month)", ordering=F("hourly_price_usd").asc(nulls_last=True))
     def price(self, obj: Configuration) -> str:
-        return f"${obj.hourly_price_usd:,.2f}" if obj.hourly_price_usd is not None else "no price"
+        """``$15.32 ($11,184/month)``: the cheapest on-demand price; "no price" (with why, on the change page)."""
+        if obj.hourly_price_usd is None:
+            return "no price"
+        return f"${obj.hourly_price_usd:,.2f} (${obj.hourly_price_usd * HOURS_PER_MONTH:,.0f}/month)"
+
+    @admin.display(description="price from")
+    def price_from(self, obj: Configuration) -> str:
+        """Which offer the price is: provider, region, the day read, and whether that is stale; or why none."""
+        if obj.hourly_price_usd is None:
+            return obj.no_price_reason or "—"
+        return _offer(obj.price_offer)
 
     @admin.display(description="devices", ordering="device_count")
     def gpus(self, obj: Configuration) -> int:
@@ -285,6 +385,76 @@ class ConfigurationAdmin(CatalogAdmin):
     @admin.display(description="total", ordering="total_memory_bytes")
     def total_memory(self, obj: Configuration) -> str:
         return _memory(getattr(obj, "total_memory_bytes", None))
+
+
+class StaleFilter(admin.SimpleListFilter):
+    """Prices read more than 90 days before today (to refresh), or within them."""
+
+    title = "read"
+    parameter_name = "stale"
+
+    def lookups(self, request, model_admin):
+        return [("yes", f"more than {PRICE_STALE_AFTER_DAYS} days ago (stale)"), ("no", "recently")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        cutoff = timezone.localdate() - timedelta(days=PRICE_STALE_AFTER_DAYS)
+        if self.value() == "yes":
+            return queryset.filter(read_on__lt=cutoff)
+        if self.value() == "no":
+            return queryset.filter(read_on__gte=cutoff)
+        return queryset
+
+
+@admin.register(Price)
+class PriceAdmin(admin.ModelAdmin):
+    """Every offer of every configuration, read-only: prices come from fixtures/catalog/prices.json (loadcatalog)."""
+
+    list_display = [
+        "slug",
+        "provider",
+        "kind",
+        "usd_per_hour",
+        "per_gpu",
+        "per_month",
+        "region",
+        "regions",
+        "instance_type",
+        "read",
+        "source",
+    ]
+    list_filter = ["provider", "kind", StaleFilter]
+    search_fields = ["configuration__slug", "provider", "instance_type", "region"]
+    list_select_related = ["configuration"]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="configuration", ordering="configuration__slug")
+    def slug(self, obj: Price) -> str:
+        return obj.configuration.slug
+
+    @admin.display(description="USD per GPU-hour", ordering="usd_per_hour")
+    def per_gpu(self, obj: Price) -> str:
+        return f"${obj.usd_per_gpu_hour:,.4f}"
+
+    @admin.display(description="USD per month", ordering="usd_per_hour")
+    def per_month(self, obj: Price) -> str:
+        return f"${obj.usd_per_hour * HOURS_PER_MONTH:,.0f}"
+
+    @admin.display(description="read on", ordering="read_on")
+    def read(self, obj: Price) -> str:
+        return obj.read_on.isoformat() + _stale(obj.read_on)
+
+    @admin.display(description="source")
+    def source(self, obj: Price) -> SafeString:
+        return _source(obj.source_url)
 
 
 @admin.register(CudaToolkit)

@@ -7,6 +7,9 @@ running a worker, with its verified inventory). Memory is always in bytes; GB = 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import date
+
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Case, ExpressionWrapper, F, OuterRef, Q, Subquery, Value, When
@@ -22,6 +25,34 @@ from .usable import (
     host_usable_memory,
     verified_source,
 )
+
+#: A price read more than this many days before today is flagged stale (issue 18: prices a buyer can check).
+PRICE_STALE_AFTER_DAYS = 90
+
+
+def price_is_stale(read_on: date, today: date) -> bool:
+    """Whether a price read on ``read_on`` is too old to quote as today's: more than 90 days before ``today``."""
+    return (today - read_on).days > PRICE_STALE_AFTER_DAYS
+
+
+class PriceKind(models.TextChoices):
+    ON_DEMAND = "on_demand", "on-demand"
+    SPOT = "spot", "spot"
+    RESERVED_1Y = "reserved_1y", "1-year reserved"
+
+
+@dataclass(frozen=True)
+class PriceOffer:
+    """Which offer a configuration's ``hourly_price_usd`` is: a provider's on-demand price, where and when read."""
+
+    provider: str
+    region: str
+    instance_type: str
+    read_on: date
+    source_url: str
+
+    def is_stale(self, today: date) -> bool:
+        return price_is_stale(self.read_on, today)
 
 
 def validate_version(value: str) -> None:
@@ -283,6 +314,17 @@ class ConfigurationQuerySet(models.QuerySet):
             )
         )
 
+    def with_price_offer(self) -> ConfigurationQuerySet:
+        """Annotate the on-demand offer that ``hourly_price_usd`` is (``price_provider``, ``price_region``,
+        ``price_instance_type``, ``price_read_on``, ``price_source_url``): the Price row at that figure, the first
+        by provider and region; empty for a price set by hand that no offer has. ``Configuration.price_offer``
+        then reads them with no further query."""
+        offer = Price.objects.filter(
+            configuration=OuterRef("pk"), kind=PriceKind.ON_DEMAND, usd_per_hour=OuterRef("hourly_price_usd")
+        ).order_by("provider", "region")
+        fields = ("provider", "region", "instance_type", "read_on", "source_url")
+        return self.annotate(**{f"price_{name}": Subquery(offer.values(name)[:1]) for name in fields})
+
     def in_driver_branch(self, branch: int) -> ConfigurationQuerySet:
         """NVIDIA configurations whose driver is in ``branch`` (550 → 550.x.y), by the indexed version key."""
         low, high = driver_branch_key_range(branch)
@@ -316,7 +358,16 @@ class Configuration(models.Model):
         max_length=24, blank=True, validators=[validate_version], help_text="Installed NVIDIA/ROCm driver."
     )
     driver_version_key = models.PositiveBigIntegerField(default=0, editable=False, db_index=True)
-    hourly_price_usd = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
+    hourly_price_usd = models.DecimalField(
+        max_digits=10,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        help_text="What ranking compares: the cheapest on-demand price of its Price rows (loadcatalog sets it).",
+    )
+    no_price_reason = models.TextField(
+        blank=True, help_text="Why no public catalog read prices this configuration (fixtures/catalog/prices.json)."
+    )
     notes = models.TextField(blank=True)
 
     objects = ConfigurationQuerySet.as_manager()
@@ -392,6 +443,32 @@ class Configuration(models.Model):
             verified, node_name = row if row else (None, "")
         return self.accelerator.usable_memory_with(verified_bytes=verified, node_name=node_name)
 
+    @cached_property
+    def price_offer(self) -> PriceOffer | None:
+        """The on-demand offer ``hourly_price_usd`` is; None without a price or for one no Price row has (set by
+        hand). Rows from ``with_price_offer()`` carry it; others query it."""
+        if self.hourly_price_usd is None:
+            return None
+        if hasattr(self, "price_provider"):
+            found = self.__dict__
+        else:
+            row = (
+                self.prices.filter(kind=PriceKind.ON_DEMAND, usd_per_hour=self.hourly_price_usd)
+                .order_by("provider", "region")
+                .values("provider", "region", "instance_type", "read_on", "source_url")
+                .first()
+            )
+            found = {f"price_{name}": value for name, value in (row or {}).items()}
+        if not found.get("price_provider"):
+            return None
+        return PriceOffer(
+            provider=found["price_provider"],
+            region=found["price_region"],
+            instance_type=found["price_instance_type"],
+            read_on=found["price_read_on"],
+            source_url=found["price_source_url"],
+        )
+
     @property
     def driver_branch(self) -> str:
         """``R550`` for NVIDIA driver 550.54.15, ``ROCm 6.4`` for an AMD host; empty for CPU hosts and for a
@@ -402,6 +479,43 @@ class Configuration(models.Model):
             return "ROCm " + ".".join(self.driver_version.split(".")[:2])
         branch = driver_branch(self.driver_version)
         return "" if branch is None else f"R{branch}"
+
+
+class Price(models.Model):
+    """One provider's cheapest offer of a configuration (per kind), as a public catalog listed it on the day it
+    was read: what a buyer can check. Loaded from fixtures/catalog/prices.json by loadcatalog."""
+
+    configuration = models.ForeignKey(Configuration, on_delete=models.CASCADE, related_name="prices")
+    provider = models.CharField(max_length=80, help_text="Who sells it; an aggregator names its upstream cloud.")
+    kind = models.CharField(max_length=16, choices=PriceKind.choices)
+    usd_per_hour = models.DecimalField(
+        max_digits=10, decimal_places=4, help_text="USD per hour for the whole instance (every GPU of it)."
+    )
+    region = models.CharField(max_length=64, help_text="The provider's cheapest region for this offer.")
+    regions = models.PositiveSmallIntegerField(default=1, help_text="Regions of the provider that list the offer.")
+    instance_type = models.CharField(max_length=120)
+    vcpus = models.PositiveIntegerField(null=True, blank=True, help_text="The instance's vCPUs.")
+    host_memory_gib = models.FloatField(null=True, blank=True, help_text="The instance's host RAM, GiB.")
+    source_url = models.URLField(max_length=500, help_text="The catalog file at the commit read.")
+    read_on = models.DateField(help_text="The day the price was read; stale after 90 days.")
+
+    class Meta:
+        ordering = ["configuration__slug", "kind", "usd_per_hour", "provider"]
+        constraints = [
+            models.UniqueConstraint(fields=["configuration", "provider", "kind"], name="price_one_per_provider_kind"),
+            models.CheckConstraint(name="price_usd_positive", condition=Q(usd_per_hour__gt=0)),
+            models.CheckConstraint(name="price_regions_positive", condition=Q(regions__gte=1)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider} {self.get_kind_display()} ${self.usd_per_hour}/h"
+
+    @property
+    def usd_per_gpu_hour(self) -> float:
+        return float(self.usd_per_hour) / self.configuration.device_count
+
+    def is_stale(self, today: date) -> bool:
+        return price_is_stale(self.read_on, today)
 
 
 class Node(models.Model):

@@ -27,6 +27,7 @@ from .models import (
     CudaToolkit,
     Node,
     Precision,
+    Price,
     PyTorchWheel,
     Vendor,
 )
@@ -85,12 +86,13 @@ def configuration_facts(configuration: Configuration, tables: CompatTables) -> F
 
 
 def configurations_for_recommendation(queryset: ConfigurationQuerySet | None = None) -> ConfigurationQuerySet:
-    """Configurations annotated with their memory (``with_memory()``) and with everything
-    :func:`configuration_facts` and ``Configuration.usable_memory`` read already loaded: a fixed number of
-    queries for the whole list."""
+    """Configurations annotated with their memory (``with_memory()``) and price offer (``with_price_offer()``),
+    with everything :func:`configuration_facts`, ``Configuration.usable_memory`` and
+    ``Configuration.price_offer`` read already loaded: a fixed number of queries for the whole list."""
     rows = queryset if queryset is not None else Configuration.objects.all()
     return (
         rows.with_memory()
+        .with_price_offer()
         .select_related("accelerator__architecture__vendor")
         .prefetch_related("accelerator__architecture__precisions")
     )
@@ -116,7 +118,8 @@ def configuration_candidates(queryset: ConfigurationQuerySet | None = None) -> l
 
 # --- has the catalog changed? --------------------------------------------------------------------------
 
-#: What the recommender's views are built from, apart from nodes (see ``catalog_version``).
+#: What the recommender's views are built from, apart from nodes (see ``catalog_version``); a price reload
+#: (loadcatalog) changes Price rows and each configuration's price together.
 CATALOG_MODELS: tuple[type[Model], ...] = (
     Vendor,
     Precision,
@@ -124,6 +127,7 @@ CATALOG_MODELS: tuple[type[Model], ...] = (
     Architecture.precisions.through,
     Accelerator,
     Configuration,
+    Price,
     CudaToolkit,
     PyTorchWheel,
 )

@@ -118,6 +118,20 @@ def _latency(entry: Entry) -> str:
     )
 
 
+def _costs(entry: Entry) -> dict[str, str]:
+    """The price per month (730 h) and per million output tokens (inference), and the catalog file the price was
+    read from (the "ranked on price" column names the offer); "no price" without one."""
+    cost = entry.cost
+    if cost is None:
+        return {"per_month": "no price", "per_million": "no price", "price_source": ""}
+    per_million = cost.usd_per_million_output_tokens
+    return {
+        "per_month": f"${cost.usd_per_month:,.0f}",
+        "per_million": f"${per_million:,.2f}" if per_million is not None else "— (no throughput: per hour only)",
+        "price_source": cost.source_url,
+    }
+
+
 def _row(entry: Entry, colours: Mapping[str, str]) -> dict[str, Any]:
     margin = entry.margin
     return {
@@ -136,6 +150,7 @@ def _row(entry: Entry, colours: Mapping[str, str]) -> dict[str, Any]:
         "reasons": entry.reasons,
         "bar": _bar(entry, colours),
         "price": entry.price_basis.text,
+        **_costs(entry),
         "latency": _latency(entry),
         "settings": _settings(entry.suggested_settings),
         "launch": entry.launch,

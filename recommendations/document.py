@@ -9,6 +9,7 @@ settings write that the document does not define fails there, not in a client. P
 from __future__ import annotations
 
 import functools
+from datetime import date
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -147,9 +148,20 @@ class LatencyDocument(_Document):
 
 
 class CostDocument(_Document):
-    usd_per_hour: float
-    usd_per_million_output_tokens: float | None = Field(description="At the plan's roofline throughput.")
+    """The configuration's price, what it comes to, and the offer it is, so that a buyer can check it at source_url.
+    Training has no cost per run: the roofline gives no training step time and the workload no token count."""
+
+    usd_per_hour: float = Field(description="The cheapest on-demand offer, USD per hour for the whole node.")
+    usd_per_month: float = Field(description="usd_per_hour × 730, the AWS Pricing Calculator's hours in a month.")
+    usd_per_million_output_tokens: float | None = Field(
+        description="At the plan's roofline throughput; null for training."
+    )
     output_tokens_per_s: float | None
+    provider: str = Field(description="Whose offer the price is; empty for a price set without a source.")
+    region: str = Field(description="The provider's cheapest region for the offer.")
+    read_on: date | None = Field(description="The day the price was read from its source.")
+    source_url: str = Field(description="The public catalog file, at the commit read, that lists the offer.")
+    stale: bool = Field(description="Read more than 90 days ago: check the price at its source before relying on it.")
     label: Literal["estimate: catalog price at the roofline throughput"]
 
     @classmethod
@@ -214,25 +226,39 @@ class SuggestedSettingsDocument(_Document):
 class PriceBasisDocument(_Document):
     basis: PriceBasisName
     value: float | None = Field(description="USD, on that basis; null without a price.")
-    text: str = Field(description='e.g. "$1.84 per million output tokens", "no price in the catalog".')
+    text: str = Field(
+        description='With the offer it is, e.g. "$1.84 per million output tokens at Lambda us-east-1 on-demand, read'
+        ' 2026-11-20"; "no price in the catalog: ranked after the priced".'
+    )
 
     @classmethod
     def of(cls, price: PriceBasis) -> PriceBasisDocument:
         return _read(cls, price)
 
 
+class LaunchFileDocument(_Document):
+    """A file a launch command reads."""
+
+    path: str = Field(description="Where the command expects it, relative to where it runs.")
+    content: str
+
+
 class LaunchDocument(_Document):
     """The command that runs the entry's plan, checked against the engine release's own flags."""
 
-    engine: Literal["vllm", "sglang", "torchtune"]
+    engine: Literal["vllm", "sglang", "torchtune", "torchtitan", "transformers"]
     checked_against: str = Field(description="The engine release whose flags the command passed, e.g. 'vllm 0.11.0'.")
     argv: list[str] = Field(description="The command as arguments.")
     text: str = Field(description="The same, quoted for a POSIX shell.")
     notes: list[str] = Field(description="What to know before running it.")
+    files: list[LaunchFileDocument] = Field(
+        default_factory=list, description="Files the command reads, to write beside it first (an accelerate config)."
+    )
 
     @classmethod
     def of(cls, launch: Launch) -> LaunchDocument:
-        return _read(cls, launch, argv=list(launch.argv), notes=list(launch.notes))
+        files = [LaunchFileDocument(path=path, content=content) for path, content in launch.files]
+        return _read(cls, launch, argv=list(launch.argv), notes=list(launch.notes), files=files)
 
 
 class RecommendationDocument(_Document):

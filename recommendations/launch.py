@@ -130,6 +130,7 @@ class Launch:
     checked_against: str  # "vllm 0.11.0": the release whose flags the command passed
     argv: tuple[str, ...]
     notes: tuple[str, ...]
+    files: tuple[tuple[str, str], ...] = ()  # (path, content) the command reads, written beside it (a config file)
 
     @property
     def text(self) -> str:

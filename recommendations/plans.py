@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any, TypeVar
 
 from budgets.engine import Budget, Device, Workload, estimate, model_weight_bytes, pool_cannot_hold
@@ -62,7 +63,13 @@ class ConfigurationView:
     memory_bandwidth_gbps: float | None = None  # decimal GB/s, peak
     dense_tflops: Mapping[str, float | None] = field(default_factory=dict)  # the catalog's dense_tflops
     nvlink_bandwidth_gbps: float | None = None  # bidirectional total, as NVIDIA quotes it
-    hourly_price_usd: float | None = None
+    hourly_price_usd: float | None = None  # the cheapest on-demand price, USD per hour for the whole node
+    price_provider: str = ""  # whose offer hourly_price_usd is ("" without one: no price, or set by hand)
+    price_region: str = ""  # the provider's cheapest region for it
+    price_instance_type: str = ""
+    price_read_on: date | None = None  # the day the price was read from its source
+    price_source_url: str = ""  # the catalog file at the commit read
+    price_stale: bool = False  # read more than 90 days before the view was built (catalog.models.price_is_stale)
     host_ram_bytes: int | None = None  # per node, bytes
     disk_bytes: int | None = None  # per node, bytes
     max_devices_per_node: int = 8  # the accelerator's limit (for "more devices" suggestions)

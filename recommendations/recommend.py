@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import date
 from typing import Any, NamedTuple
 
 from budgets.engine import Budget, Workload
@@ -80,11 +81,34 @@ class EvidenceInfo:
     usable_source: str  # where the usable memory figure comes from
 
 
+#: Hours in a month, as the AWS Pricing Calculator counts them: "The Calculator assumes 730 hours in a month,
+#: (365 days in a year x 24 hours in a day / 12 months in year)" (https://aws.amazon.com/calculator/calculator-assumptions).
+HOURS_PER_MONTH = 730
+
+
 @dataclass(frozen=True, slots=True)
 class CostFigures:
-    usd_per_hour: float  # the configuration's price
+    """What the configuration costs to run, and which offer that price is, so that a buyer can check it.
+
+    Training has no cost per run: the roofline gives no training step time and the workload no token count."""
+
+    usd_per_hour: float  # the configuration's price: its cheapest on-demand offer, USD per hour for the whole node
     usd_per_million_output_tokens: float | None  # at the plan's roofline throughput; None for training
     output_tokens_per_s: float | None
+    usd_per_month: float = 0.0  # usd_per_hour × HOURS_PER_MONTH
+    provider: str = ""  # whose offer the price is; "" for a price no offer has (set by hand)
+    region: str = ""
+    read_on: date | None = None  # the day the price was read
+    source_url: str = ""  # the catalog file at the commit read
+    stale: bool = False  # read more than 90 days before the catalog views were built
+
+    def offer_text(self) -> str:
+        """``at Lambda us-east-1 on-demand, read 2026-11-20`` (and that it is stale when it is): where the price is
+        from; ``(set in the catalog without a source)`` for a price no offer has."""
+        if not self.provider or self.read_on is None:
+            return "(set in the catalog without a source)"
+        text = f"at {self.provider} {self.region} on-demand, read {self.read_on.isoformat()}"
+        return text + (" (stale: read more than 90 days ago)" if self.stale else "")
 
 
 class PriceBasis(NamedTuple):
@@ -116,17 +140,18 @@ class Entry:
 
     @property
     def price_basis(self) -> PriceBasis:
-        """USD per million output tokens where the plan's throughput is known, else USD per hour; "no price" when the
+        """USD per million output tokens where the plan's throughput is known, else USD per hour, each saying which
+        offer it is (provider, region, the day read; stale when read more than 90 days ago); "no price" when the
         catalog has none for the configuration."""
         cost = self.cost
         if cost is None:
             return PriceBasis(2, None, "no_price", "no price in the catalog: ranked after the priced")
         if cost.usd_per_million_output_tokens is not None:
             per_million = cost.usd_per_million_output_tokens
-            return PriceBasis(
-                0, per_million, "usd_per_million_output_tokens", f"${per_million:,.2f} per million output tokens"
-            )
-        return PriceBasis(1, cost.usd_per_hour, "usd_per_hour", f"${cost.usd_per_hour:,.2f} per hour")
+            text = f"${per_million:,.2f} per million output tokens {cost.offer_text()}"
+            return PriceBasis(0, per_million, "usd_per_million_output_tokens", text)
+        text = f"${cost.usd_per_hour:,.2f} per hour {cost.offer_text()}"
+        return PriceBasis(1, cost.usd_per_hour, "usd_per_hour", text)
 
     @property
     def reserved_bytes(self) -> int | None:
@@ -162,13 +187,26 @@ def _evidence(view: ConfigurationView, calibration: Calibration | None, outcome:
 
 
 def _cost(view: ConfigurationView, latency: LatencyFigures | None) -> CostFigures | None:
+    """The configuration's price per hour and per month, per million output tokens where the plan's roofline
+    throughput is known, with the offer it is; None without a price."""
     if view.hourly_price_usd is None:
         return None
     price = float(view.hourly_price_usd)
-    if latency is None or latency.output_tokens_per_s <= 0:
-        return CostFigures(price, None, None)
-    per_million = price / (latency.output_tokens_per_s * 3600) * 1e6
-    return CostFigures(price, per_million, latency.output_tokens_per_s)
+    per_million, throughput = None, None
+    if latency is not None and latency.output_tokens_per_s > 0:
+        throughput = latency.output_tokens_per_s
+        per_million = price / (throughput * 3600) * 1e6
+    return CostFigures(
+        usd_per_hour=price,
+        usd_per_million_output_tokens=per_million,
+        output_tokens_per_s=throughput,
+        usd_per_month=price * HOURS_PER_MONTH,
+        provider=view.price_provider,
+        region=view.price_region,
+        read_on=view.price_read_on,
+        source_url=view.price_source_url,
+        stale=view.price_stale,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,15 +5,34 @@ A fixed number of queries for the whole catalog (``catalog.selectors.configurati
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
-from catalog.models import ConfigurationQuerySet
+from django.utils import timezone
+
+from catalog.models import ConfigurationQuerySet, PriceOffer
 from catalog.selectors import ConfigurationCandidate, configuration_candidates
 
 from .plans import ConfigurationView
 
 
-def configuration_view(candidate: ConfigurationCandidate) -> ConfigurationView:
+def price_facts(offer: PriceOffer | None, today: date) -> dict[str, Any]:
+    """The view's price fields: which offer the price is, where, when read, and whether that is too long ago."""
+    if offer is None:
+        return {}
+    return {
+        "price_provider": offer.provider,
+        "price_region": offer.region,
+        "price_instance_type": offer.instance_type,
+        "price_read_on": offer.read_on,
+        "price_source_url": offer.source_url,
+        "price_stale": offer.is_stale(today),
+    }
+
+
+def configuration_view(candidate: ConfigurationCandidate, today: date | None = None) -> ConfigurationView:
+    """One catalog configuration as the recommender sees it; ``today`` (default: the local date) dates the
+    price's staleness."""
     row = candidate.configuration
     accelerator = row.accelerator
     price = float(row.hourly_price_usd) if row.hourly_price_usd is not None else None
@@ -29,6 +48,7 @@ def configuration_view(candidate: ConfigurationCandidate) -> ConfigurationView:
         "facts": candidate.facts,
         "driver_version": row.driver_version,
         "hourly_price_usd": price,
+        **price_facts(row.price_offer, today or timezone.localdate()),
         "host_ram_bytes": row.host_ram_bytes,
         "disk_bytes": row.disk_bytes,
     }
@@ -45,6 +65,10 @@ def configuration_view(candidate: ConfigurationCandidate) -> ConfigurationView:
     )
 
 
-def configuration_views(queryset: ConfigurationQuerySet | None = None) -> list[ConfigurationView]:
-    """Every configuration (or those of ``queryset``) as the recommender sees it."""
-    return [configuration_view(candidate) for candidate in configuration_candidates(queryset)]
+def configuration_views(
+    queryset: ConfigurationQuerySet | None = None, today: date | None = None
+) -> list[ConfigurationView]:
+    """Every configuration (or those of ``queryset``) as the recommender sees it, its price's staleness dated
+    by ``today`` (default: the local date)."""
+    day = today or timezone.localdate()
+    return [configuration_view(candidate, day) for candidate in configuration_candidates(queryset)]

@@ -6,7 +6,6 @@ import copy
 import importlib.util
 import json
 import sys
-from decimal import Decimal
 from io import StringIO
 from pathlib import Path
 
@@ -177,8 +176,10 @@ def test_sources_and_uncertainty_are_kept(loaded) -> None:
     assert "FNUZ" in Accelerator.objects.get(slug="mi300x").notes
     assert "partial" in Accelerator.objects.get(slug="rtx-5090").notes
     priced = Configuration.objects.exclude(hourly_price_usd=None)
-    assert priced.exists() and all("Price:" in c.notes for c in priced)
-    assert Configuration.objects.get(slug="h100-sxm-80gb-x8-r550").hourly_price_usd == Decimal("23.92")
+    # every price is an offer a buyer can check: provider, region, the catalog file at its commit, the day read
+    assert priced.exists() and all(c.price_offer and c.price_offer.source_url.startswith("https://") for c in priced)
+    dgx = Configuration.objects.get(slug="h100-sxm-80gb-x8-r550")
+    assert dgx.hourly_price_usd == min(p.usd_per_hour for p in dgx.prices.filter(kind="on_demand"))
     toolkit = CudaToolkit.objects.get(version="12.4.0")
     assert (toolkit.min_driver_linux, toolkit.minor_compat_min_driver_linux) == ("550.54.14", "525.60.13")
     assert toolkit.min_driver_linux_key == version_key("550.54.14")

@@ -3,6 +3,7 @@ calibration page, the branding, and the pure SVG charts behind them."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -157,11 +158,32 @@ def test_the_table_shows_the_price_each_entry_was_ranked_on_its_latency_and_its_
     latencies = re.findall(r'<td class="latency">([^<]*)</td>', section)
     settings = re.findall(r'<td class="settings">(.*?)</td>', section, re.S)
     assert len(prices) == len(latencies) == len(settings) == 10
-    shown = r"\$[\d,]+\.\d\d per (million output tokens|hour)|no price in the catalog: ranked after the priced"
-    assert all(re.fullmatch(shown, p) for p in prices), prices
-    assert any(p.endswith("per million output tokens") for p in prices)
+    # each price names the offer it is: provider, region, the day it was read
+    offer = r" at .+ on-demand, read \d{4}-\d\d-\d\d( \(stale: read more than 90 days ago\))?"
+    shown = rf"\$[\d,]+\.\d\d per (million output tokens|hour){offer}|no price in the catalog: ranked after the priced"
+    assert all(re.fullmatch(shown, html.unescape(p)) for p in prices), prices
+    assert any("per million output tokens at " in p for p in prices)
     # within the fitting entries of one evidence level, the priced come first, cheapest per million tokens first
     ranks = [0 if "million" in p else 1 if "hour" in p else 2 for p in prices]
     assert ranks == sorted(ranks)
     assert all(re.fullmatch(r"[\d.]+ ms/token \([\d.]+–[\d.]+\), (memory|compute)-bound", x) for x in latencies)
     assert all("--tensor-parallel-size" in s and "--gpu-memory-utilization" in s for s in settings)
+
+
+@pytest.mark.django_db
+def test_the_table_shows_cost_per_month_and_per_million_tokens_and_no_price_explicitly(
+    admin_client, user, catalog
+) -> None:
+    data = json.loads((FIXTURES / "vllm-llama-3.1-8b-chat.json").read_text())
+    workload = workload_create(owner=user, data=data)
+    page = admin_client.get(f"/admin/budgets/workload/{workload.pk}/change/").content.decode()
+    section = page[page.index('class="recommendations"') :]
+    assert "<th>USD per month</th>" in section and "<th>USD per million output tokens</th>" in section
+    months = re.findall(r'<td class="per-month">([^<]*)</td>', section)
+    millions = re.findall(r'<td class="per-million">([^<]*)', section)
+    assert len(months) == len(millions) == 10
+    assert all(re.fullmatch(r"\$[\d,]+|no price", m) for m in months), months
+    assert all(re.fullmatch(r"\$[\d,]+\.\d\d|no price", m) for m in millions), millions
+    assert any(m != "no price" for m in months)
+    # a priced entry links the catalog file its price was read from
+    assert 'class="price-source" href="https://github.com/skypilot-org/skypilot-catalog/blob/' in section

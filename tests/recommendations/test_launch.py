@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -260,3 +261,25 @@ def test_a_config_name_that_is_no_repository_gives_no_launch_not_an_error(name: 
         named = workload.model_copy(update={"model": workload.model.model_copy(update={"hf_config": {**config,
                                     "_name_or_path": "org/tiny-llama"}})})  # fmt: skip
         assert launch(named, {**SGLANG_SETTINGS, **settings}).argv[model_at] == "org/tiny-llama"
+
+
+def test_an_sglang_release_before_piecewise_graphs_launches_the_fraction_its_budget_used() -> None:
+    """SGLang 0.5.3–0.5.9 reserve nothing for piecewise CUDA graphs in the default mem_fraction_static (0.5.10.post1
+    server_args.py:637, 1305-1311): the launch passes the fraction the budget of that release used, not 0.5.10's."""
+
+    workload = Workload.model_validate(
+        {
+            "name": "sglang-0.5.9",
+            "model": {"preset": "llama-3.1-8b"},
+            "inference": {"engine": "sglang", "max_input_tokens": 4096, "max_output_tokens": 512},
+            "runtime": {"engine_version": "0.5.9"},
+        }
+    )
+    h100 = next(v for v in fixture_views() if v.slug.startswith("h100-sxm-80gb-x1-"))
+    (entry,) = recommend(workload, [h100], None, 1)
+    assert entry.launch is not None
+    budget = estimate(workload, h100.usable_bytes, h100.accelerator_name, h100.compute_capability)
+    used = next(line for line in budget.assumptions if "mem_fraction_static" in line)
+    budgeted = float(re.search(r"mem_fraction_static (\d\.\d+)", used).group(1))
+    launched = float(entry.launch.argv[entry.launch.argv.index("--mem-fraction-static") + 1])
+    assert launched == pytest.approx(budgeted, abs=5e-4), used

@@ -75,10 +75,16 @@ def test_entries_are_ranked_feasible_first_then_cheaper() -> None:
     entries = recommend(llama70b(), [view(s) for s in SLUGS])
     orders = [VERDICT_ORDER[e.verdict] for e in entries]
     assert orders == sorted(orders)
-    priced = [e for e in entries if e.verdict == "fits" and e.cost is not None]
-    assert [e.configuration["slug"] for e in priced] == ["h100-sxm-80gb-x4-r550", "h100-sxm-80gb-x8-r550"]
+    fitting = [e for e in entries if e.verdict == "fits"]
+    priced = [e for e in fitting if e.cost is not None]
+    assert {e.configuration["slug"] for e in priced} == {
+        "h100-sxm-80gb-x4-r550",
+        "h100-sxm-80gb-x8-r550",
+        "a100-80gb-sxm4-x8-r550",
+    }
     per_million = [e.cost.usd_per_million_output_tokens for e in priced]
     assert per_million == sorted(per_million) and all(p > 0 for p in per_million)
+    assert fitting[-1].configuration["slug"] == "h200-nvl-141gb-x2-r570" and fitting[-1].cost is None  # no price: last
     assert entries[-1].configuration["slug"] == "t4-x1-r550" and entries[-1].verdict == "unsupported"
 
 
@@ -133,9 +139,10 @@ def test_latency_and_cost_are_labelled_estimates() -> None:
     entry = recommend(llama70b(), [view("h100-sxm-80gb-x4-r550")])[0]
     out = entry.as_dict()
     assert out["latency"]["label"] == "roofline estimate" and out["latency"]["sessions_per_replica"] == 16
-    assert out["cost"]["usd_per_hour"] == 12.36
+    price = view("h100-sxm-80gb-x4-r550").hourly_price_usd
+    assert out["cost"]["usd_per_hour"] == price and out["cost"]["usd_per_month"] == price * 730
     throughput = 16 * 1000 / entry.latency.ms_per_output_token
-    assert out["cost"]["usd_per_million_output_tokens"] == 12.36 / (throughput * 3600) * 1e6
+    assert out["cost"]["usd_per_million_output_tokens"] == price / (throughput * 3600) * 1e6
 
 
 def test_configurations_that_do_not_fit_are_ranked_by_how_close_they_come() -> None:

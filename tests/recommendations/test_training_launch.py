@@ -17,14 +17,23 @@ from budgets.engine.frameworks import framework_profile
 from recommendations.plans import Plan, plan_workload
 from recommendations.recommend import recommend
 from recommendations.training_launch import (
+    ACCELERATE_CONFIG,
+    HF_RELEASES,
     LESS,
+    TORCHTITAN_RELEASE,
     TORCHTUNE_RELEASE,
     UNLAUNCHED_FRAMEWORKS,
+    HfCommand,
+    TitanCommand,
     TuneCommand,
+    hf_stack,
     no_training_launch,
+    torchtitan_release,
     torchtune_release,
     training_launch,
+    workload_from_torchtitan,
     workload_from_torchtune,
+    workload_from_transformers,
 )
 from recommendations.verdicts import Verdict
 
@@ -339,3 +348,546 @@ def test_a_torchtune_recommendation_carries_its_launch_in_the_answer() -> None:
         assert document["engine"] == "torchtune" and document["argv"][:2] == ["tune", "run"]
         assert document["text"] == entry.launch.text
     assert carried > 0
+
+
+# ---------------------------------------------------------------------------------------------------------- torchtitan
+
+
+def _titan(data: dict[str, Any]) -> Workload:
+    training = {**data.get("training", {}), "framework": "torchtitan"}
+    return Workload.model_validate({**data, "training": training})
+
+
+def _titan_workload(preset: str = "llama-3.1-8b", precision: dict[str, Any] | None = None, **training: Any) -> Workload:
+    """A workload torchtitan runs as budgeted under FSDP: pure bf16 unless ``precision`` says otherwise."""
+    runtime = training.pop("runtime", {})
+    zero = {"parameters": 3, "optimizer": 1}.get(training.get("cpu_offload", ""), 0)  # the offload's (the schema's)
+    return _titan({"task": "training", "model": {"preset": preset},
+                   "precision": precision or {"weights": "bf16", "gradients": "bf16"}, "runtime": runtime,
+                   "parallelism": {"zero_stage": zero},
+                   "training": {"micro_batch_size": 2, "sequence_length": 2048, **training}})  # fmt: skip
+
+
+def _titan_args(launch) -> dict[str, str | None]:
+    return dict(TitanCommand.parse(launch.argv).args)
+
+
+def test_the_torchtitan_fixture_is_the_release_read_from_its_sdist_and_tag() -> None:
+    release = torchtitan_release(TORCHTITAN_RELEASE)
+    assert release.release == framework_profile("torchtitan").release == "0.2.0"
+    assert release.source["sha256"] == "ee7728632e705caf257933b913cd16887284a2d6feade9e6176a0c1296e60842"
+    assert release.source["sdist"] == "torchtitan-0.2.0.tar.gz"
+    assert release.source["git"]["commit"] == "29624e37fa6dd319fd671b009338651b5c665da2"  # the profile's 29624e3
+    assert "torchtitan/config/job_config.py" in release.source["files"]
+    assert release.module == "torchtitan.train" and "--nproc_per_node" in release.torchrun_flags
+    assert release.flags["--training.dtype"]["choices"] == ["bfloat16", "float32"]
+    assert release.flags["--training.mixed_precision_reduce"]["choices"] == ["float32"]
+    assert release.flags["--activation_checkpoint.mode"]["choices"] == ["selective", "full", "memory_budget", "none"]
+    assert release.flags["--compile.no_enable"]["negates"] == "--compile.enable"
+    assert release.optimizers == ("Adam", "AdamW")
+    assert release.models["llama3"]["flavors"]["70B"]["architecture"]["intermediate_dim"] == 28672
+    assert release.models["llama3"]["pipelining"] and not release.models["qwen3"]["pipelining"]
+    assert release.models["qwen3"]["flavors"]["30B-A3B"]["architecture"] is None  # MoE: not matched
+    assert "torchtitan/models/llama3/train_configs/llama3_8b.toml" in release.train_configs
+    for flag in ("--checkpoint.enable", "--checkpoint.initial_load_path", "--checkpoint.initial_load_in_hf"):
+        assert flag in release.flags  # named in the launch's notes
+
+
+@pytest.mark.parametrize("path", TRAINING_EXAMPLES, ids=lambda p: p.stem)
+def test_every_runnable_entry_has_a_torchtitan_launch_the_release_accepts_or_a_reason(path: Path) -> None:
+    workload = _titan(json.loads(path.read_text()))
+    release = torchtitan_release(TORCHTITAN_RELEASE)
+    for entry in _runnable(workload):
+        launch = training_launch(workload, entry.suggested_settings, entry.plan)
+        reason = no_training_launch(workload, entry.suggested_settings, entry.plan)
+        assert (launch is None) != (reason is None), entry.configuration["slug"]
+        if launch is not None:
+            assert release.problems(launch.argv) == []
+            assert launch.checked_against == "torchtitan 0.2.0" and launch.engine == "torchtitan"
+            assert TitanCommand.parse(launch.argv).argv == launch.argv
+
+
+def test_the_examples_torchtitan_builds_launch_and_those_it_cannot_say_why() -> None:
+    """Llama 3.1 70B has a flavor (70B); Llama 3.2 1B and Qwen2.5 have none, LoRA and QLoRA no recipe, the CPU no
+    device."""
+    reasons: dict[str, set[str]] = {}
+    launched: dict[str, int] = {}
+    for path in TRAINING_EXAMPLES:
+        workload = _titan(json.loads(path.read_text()))
+        for entry in _runnable(workload):
+            reason = no_training_launch(workload, entry.suggested_settings, entry.plan)
+            reasons.setdefault(path.stem, set()).add(reason or "")
+            launched[path.stem] = launched.get(path.stem, 0) + (reason is None)
+    assert launched["train-llama-3.1-70b-tp4-pp4"] > 0
+    assert {stem for stem, count in launched.items() if count} == {"train-llama-3.1-70b-tp4-pp4"}
+    assert reasons["train-llama-3.1-8b-lora"] == {"lora: torchtitan 0.2.0 trains every parameter, it has no adapters"}
+    assert reasons["train-qwen2.5-14b-qlora-int4"] == {
+        "qlora: torchtitan 0.2.0 trains every parameter, it has no adapters"
+    }
+    assert reasons["train-llama-3.2-1b-full-bf16-adamw"] == {
+        "no dense flavor of torchtitan 0.2.0's models builds this model's architecture"
+    }
+    assert all("accelerators only" in reason for reason in reasons["cpu-qwen2.5-0.5b-train"])
+
+
+@pytest.mark.parametrize("path", TRAINING_EXAMPLES, ids=lambda p: p.stem)
+def test_the_torchtitan_command_read_back_reproduces_the_budget_or_one_no_larger(path: Path) -> None:
+    workload = _titan(json.loads(path.read_text()))
+    for entry in _runnable(workload):
+        launch = training_launch(workload, entry.suggested_settings, entry.plan)
+        if launch is None:
+            continue
+        read, plan = workload_from_torchtitan(launch.argv, workload)
+        assert (plan.tensor, plan.pipeline, plan.replicas) == (entry.plan.tensor, entry.plan.pipeline,
+                                                               entry.plan.replicas)  # fmt: skip
+        again = _budget(read, plan, entry.configuration["slug"], entry.usable_bytes)
+        if any(note.endswith(LESS) for note in launch.notes):
+            assert again.per_device.total_bytes <= entry.budget.per_device.total_bytes, entry.configuration["slug"]
+            assert again.host.ram_bytes <= entry.budget.host.ram_bytes
+        else:
+            assert again.per_device == entry.budget.per_device, entry.configuration["slug"]
+
+
+@pytest.mark.parametrize(
+    ("preset", "precision", "training"),
+    [
+        ("llama-3.1-8b", None, {}),
+        ("llama-3.1-8b", None, {"activation_checkpointing": "full", "optimizer_impl": "fused"}),
+        ("llama-3.1-8b", None, {"activation_checkpointing": "selective_op", "runtime": {"compile": True}}),
+        ("qwen3-8b", {"weights": "fp32", "compute": "bf16", "gradients": "fp32"}, {"activation_checkpointing": "full"}),
+        ("qwen3-4b", {"weights": "fp32"}, {"optimizer_impl": "for_loop"}),
+        ("llama-3.1-8b", None, {"activation_checkpointing": "full", "cpu_offload": "parameters"}),
+        ("llama-3.1-8b", None, {"runtime": {"expandable_segments": True}}),
+    ],
+    ids=["bf16", "recompute-fused", "per-op-compiled", "fsdp-mixed", "fp32-for-loop", "fsdp-offload", "expandable"],
+)
+def test_a_workload_torchtitan_runs_as_budgeted_reads_back_to_the_same_budget(
+    preset: str, precision: dict[str, Any] | None, training: dict[str, Any]
+) -> None:
+    """Settings torchtitan expresses: each runnable ZeRO-3 (or one-replica) entry's command has no replacement note,
+    reads back to the workload's own settings and plan, and to the very budget the entry was judged by."""
+    workload = _titan_workload(preset, precision, **training)
+    checked = 0
+    for entry in _runnable(workload):
+        launch = training_launch(workload, entry.suggested_settings, entry.plan)
+        if launch is None or any(note.endswith(LESS) for note in launch.notes):
+            continue  # ZeRO-0 to 2 (sharded further) and tensor parallelism (sequence parallel): the tests above
+        read, plan = workload_from_torchtitan(launch.argv, workload)
+        recompute = entry.plan.recompute or workload.training.activation_checkpointing
+        assert read.training == workload.training.model_copy(update={"activation_checkpointing": recompute})
+        assert read.precision == workload.precision and read.runtime == workload.runtime
+        assert plan == Plan(entry.plan.tensor, entry.plan.pipeline, entry.plan.replicas, entry.plan.zero_stage)
+        again = _budget(read, plan, entry.configuration["slug"], entry.usable_bytes)
+        assert again.per_device == entry.budget.per_device
+        checked += 1
+    assert checked > 0
+
+
+TITAN_COMBINATIONS = [
+    (precision, optimizer, plan, recompute)
+    for precision in ("bf16", "fp32", "mixed")
+    for optimizer in ("adamw", "sgd")
+    for plan in (Plan(1, 1, 1), Plan(1, 1, 4, 0), Plan(1, 1, 4, 3), Plan(2, 1, 4, 3), Plan(1, 2, 4, 1), Plan(2, 2, 1))
+    for recompute in ("none", "full", "selective", "selective_op")
+]
+TITAN_PRECISIONS = {
+    "bf16": {"weights": "bf16", "gradients": "bf16"},
+    "fp32": {"weights": "fp32"},
+    "mixed": {"weights": "bf16", "gradients": "fp32", "master_weights": "fp32"},
+}
+
+
+@pytest.mark.parametrize("preset", ["llama-3.1-8b", "qwen3-8b"])
+def test_every_torchtitan_combination_launches_a_command_the_release_accepts_or_says_why(preset: str) -> None:
+    release = torchtitan_release(TORCHTITAN_RELEASE)
+    launched = 0
+    for precision, optimizer, plan, recompute in TITAN_COMBINATIONS:
+        workload = _titan_workload(preset, TITAN_PRECISIONS[precision], optimizer=optimizer,
+                                   activation_checkpointing=recompute)  # fmt: skip
+        launch, reason = _launch(workload, plan)
+        if launch is None:
+            assert reason, (precision, optimizer, plan)
+            continue
+        assert release.problems(launch.argv) == [], (precision, optimizer, plan)
+        args = _titan_args(launch)
+        assert args["--training.seq_len"] == "2048" and args["--optimizer.name"] == "AdamW"
+        read, read_plan = workload_from_torchtitan(launch.argv, workload)
+        assert read_plan.devices == plan.devices and read.training.micro_batch_size == 2
+        launched += 1
+    assert launched > len(TITAN_COMBINATIONS) // 6
+
+
+def test_what_torchtitan_cannot_run_as_budgeted_is_refused_with_the_reason() -> None:
+    fsdp = Plan(1, 1, 4, 3)
+    assert "optimizer sgd: torchtitan builds Adam and AdamW only" in _launch(_titan_workload(optimizer="sgd"), fsdp)[1]
+    assert "qwen3 has no pipelining_fn" in _launch(_titan_workload("qwen3-8b"), Plan(1, 2, 4, 3))[1]
+    assert "32 layers over 3 stages" in _launch(_titan_workload(), Plan(1, 3, 1))[1]
+    assert "tensor degree 16" in _launch(_titan_workload(), Plan(16, 1, 1))[1]
+    assert "sequence length 2047" in _launch(_titan_workload(sequence_length=2047), fsdp)[1]
+    assert "loss_chunks 8" in _launch(_titan_workload(loss_chunks=8), fsdp)[1]
+    assert "pure bf16 on one data-parallel rank" in _launch(_titan_workload(), Plan(1, 1, 1))[1]
+    assert "pure bf16 on one data-parallel rank" in _launch(_titan_workload(), Plan(1, 1, 4, 0))[1]  # DDP
+    assert _launch(_titan_workload(), Plan(2, 1, 1))[0] is not None  # tensor parallel alone: no autocast
+    mixed = _titan_workload(precision=TITAN_PRECISIONS["mixed"])
+    assert "mixed precision without FSDP" in _launch(mixed, Plan(2, 1, 1))[1]
+    fp16 = _titan_workload(precision={"weights": "fp16"})
+    assert "torchtitan trains in bfloat16 or float32" in _launch(fp16, fsdp)[1]
+    bf16_grads = _titan_workload(precision={"weights": "fp32", "compute": "bf16", "gradients": "bf16"})
+    assert "no torchtitan dtype runs them" in _launch(bf16_grads, fsdp)[1]
+    optimizer_only = _titan_workload(cpu_offload="optimizer")
+    assert "optimizer-only CPU offload" in _launch(optimizer_only, Plan(1, 1, 4, 1))[1]
+    assert "builds this model's architecture" in _launch(_titan_workload("qwen3-30b-a3b"), fsdp)[1]  # MoE
+    assert "no adapters" in _launch(_titan_workload(method="lora"), fsdp)[1]
+
+
+def test_torchtitan_runs_zero_0_as_ddp_and_shards_the_other_stages_with_fsdp() -> None:
+    """ZeRO-0 of one-device replicas is DDP (exactly the budget's); ZeRO-1 to 3 are FSDP2 resharding after every
+    forward; a pipeline's micro-batches are one per stage."""
+    fp32 = _titan_workload(precision={"weights": "fp32"})
+    ddp, _ = _launch(fp32, Plan(1, 1, 4, 0))
+    args = _titan_args(ddp)
+    assert (args["--parallelism.data_parallel_replicate_degree"], args["--parallelism.data_parallel_shard_degree"]) == (
+        "4", "1")  # fmt: skip
+    assert not any(note.endswith(LESS) for note in ddp.notes)
+    assert workload_from_torchtitan(ddp.argv, fp32)[1] == Plan(1, 1, 4, 0)
+    zero1, _ = _launch(_titan_workload(), Plan(1, 1, 4, 1))
+    args = _titan_args(zero1)
+    assert args["--parallelism.data_parallel_shard_degree"] == "4"
+    assert args["--parallelism.fsdp_reshard_after_forward"] == "always"
+    assert "ZeRO-1: torchtitan shards with FSDP2, resharding after every forward (ZeRO-3), " + LESS in zero1.notes
+    zero2, _ = _launch(_titan_workload(), Plan(1, 1, 4, 2))  # the profile's stage 2: FSDP2 without resharding
+    assert _titan_args(zero2)["--parallelism.fsdp_reshard_after_forward"] == "never"
+    assert not any(note.endswith(LESS) for note in zero2.notes)
+    assert workload_from_torchtitan(zero2.argv, _titan_workload())[1] == Plan(1, 1, 4, 2)
+    pipeline, _ = _launch(_titan_workload(micro_batch_size=3), Plan(2, 4, 1))
+    args = _titan_args(pipeline)
+    assert args["--training.local_batch_size"] == "12"
+    assert args["--parallelism.pipeline_parallel_microbatch_size"] == "3"
+    assert args["--parallelism.pipeline_parallel_schedule"] == "1F1B"
+    assert (
+        workload_from_torchtitan(pipeline.argv, _titan_workload(micro_batch_size=3))[0].training.micro_batch_size == 3
+    )
+
+
+def test_a_renamed_torchtitan_flag_a_refused_value_or_a_wrong_config_are_problems() -> None:
+    launch, _ = _launch(_titan_workload(activation_checkpointing="selective_op"), Plan(1, 1, 4, 3))
+    release = torchtitan_release(TORCHTITAN_RELEASE)
+    argv = list(launch.argv)
+
+    def replaced(old: str, new: str) -> list[str]:
+        assert old in argv, old
+        return [new if arg == old else arg for arg in argv]
+
+    assert release.problems(replaced("--training.local_batch_size", "--training.batch_size")) == [
+        "--training.batch_size: not a field of torchtitan 0.2.0's JobConfig (config/job_config.py)"
+    ]
+    assert release.problems(replaced("bfloat16", "float16")) == [
+        "--training.dtype float16: not one of bfloat16, float32",
+        "--training.mixed_precision_param float16: not one of bfloat16, float32",
+    ]
+    assert release.problems(replaced("op", "per_op")) == [
+        "--activation_checkpoint.selective_ac_option per_op: 'op' or a layer frequency"
+        " (distributed/activation_checkpoint.py:242-248)"
+    ]
+    assert release.problems(replaced("AdamW", "SGD")) == ["--optimizer.name SGD: torchtitan 0.2.0 builds Adam, AdamW"]
+    assert release.problems(replaced("8B", "7B")) == ["model.flavor 7B: not a flavor of llama3"]
+    assert release.problems(replaced("./torchtitan/models/llama3/train_configs/llama3_8b.toml",
+                                     "./torchtitan/models/llama3/train_configs/llama3_405b.toml")) == [
+        "model.converters ['float8']: the config converts the model (float8), which the command cannot clear"
+    ]  # fmt: skip
+    assert release.problems(replaced("--nproc_per_node", "--nprocs")) == ["--nprocs: not a torchrun flag"]
+    assert release.problems(replaced("torchtitan.train", "torchtitan.trainer")) == [
+        "-m torchtitan.trainer: torchtitan 0.2.0 trains with -m torchtitan.train"
+    ]
+    assert release.problems([*argv, "--compile.enable", "True"]) == [
+        "--compile.enable: given twice",
+        "--compile.enable True: a bool flag takes no value (--compile.no_enable negates it)",
+    ]
+    shard = argv.index("--parallelism.data_parallel_shard_degree")
+    assert release.problems([*argv[: shard + 1], "2", *argv[shard + 2 :]]) == [
+        "the parallel degrees cover 2 devices, torchrun starts 4 (distributed/parallel_dims.py:52-55)"
+    ]
+
+
+# -------------------------------------------------------------------------------- transformers (TRL, PEFT, accelerate)
+
+HF_WHEELS = {
+    "transformers": ("transformers-5.24.0-py3-none-any.whl",
+                     "ff5ebedf9359f94bb63772b6380eba6e7104d010cbbb2cb82c788817ea7486f6"),
+    "trl": ("trl-1.16.0-py3-none-any.whl", "c4726e139dd40e1a41661511c639c8a68416782b2e3e8c0befebd77bb7ba0396"),
+    "peft": ("peft-0.21.2-py3-none-any.whl", "106ab6077ff72c54d21577f9af5970e34bac7582cb14209f7b2b511e322a4eae"),
+    "accelerate": ("accelerate-1.15.0-py3-none-any.whl",
+                   "97eacca0b73e45cb867dbf8c5d5d4dc32219544300e0c8992c7334dc2ef33cec"),
+}  # fmt: skip
+
+
+def _hf(data: dict[str, Any]) -> Workload:
+    training = {**data.get("training", {}), "framework": "transformers"}
+    return Workload.model_validate({**data, "training": training})
+
+
+def _hf_workload(preset: str = "llama-3.2-1b", precision: dict[str, Any] | None = None, **training: Any) -> Workload:
+    """A workload the HF Trainer runs as budgeted: pure bf16 unless ``precision`` says otherwise."""
+    runtime = training.pop("runtime", {})
+    zero = {"parameters": 3, "optimizer": 1}.get(training.get("cpu_offload", ""), 0)  # the offload's (the schema's)
+    return _hf({"task": "training", "model": {"preset": preset},
+                "precision": precision or {"weights": "bf16", "gradients": "bf16"}, "runtime": runtime,
+                "parallelism": {"zero_stage": zero},
+                "training": {"micro_batch_size": 2, "sequence_length": 1024, **training}})  # fmt: skip
+
+
+def _config(launch) -> dict[str, Any]:
+    assert [path for path, _ in launch.files] == [ACCELERATE_CONFIG]
+    return json.loads(launch.files[0][1])
+
+
+def _hf_problems(launch) -> list[str]:
+    return hf_stack().problems(launch.argv, _config(launch))
+
+
+def test_the_transformers_stack_is_pinned_and_read_from_its_wheels() -> None:
+    stack = hf_stack()
+    assert stack.releases == HF_RELEASES
+    assert HF_RELEASES["transformers"] == "5.24.0"  # the transformers layer profile's (budgets/engine/profiles)
+    for name, (wheel, sha256) in HF_WHEELS.items():
+        assert (stack.sources[name]["wheel"], stack.sources[name]["sha256"]) == (wheel, sha256)
+    assert stack.module == "trl.scripts.sft"
+    assert stack.fields["--per_device_train_batch_size"]["name"] == "per_device_train_batch_size"  # TrainingArguments
+    assert stack.fields["--max_length"]["default"] == 1024 and stack.fields["--lora_r"]["default"] == 16
+    assert stack.fields["--bf16"]["default"] is None  # TRL's _BaseConfig: True unless fp16 (hence --bf16 False)
+    assert stack.fields["--activation_checkpointing"]["kind"] == "bool"
+    assert stack.fields["--dtype"]["choices"] == ["auto", "bfloat16", "float16", "float32"]
+    assert {"adamw_torch", "adamw_torch_fused", "adamw_bnb_8bit", "paged_adamw_8bit", "sgd"} <= set(
+        stack.fields["--optim"]["choices"]
+    )
+    assert stack.all_linear == "all-linear"
+    assert set(stack.lora_keywords) <= stack.lora_fields  # every keyword TRL passes LoraConfig is one of PEFT's
+    assert stack.launcher["nested_prefixes"]["fsdp_config"] == "fsdp_"
+
+
+@pytest.mark.parametrize("name", ["single_gpu", "multi_gpu", "fsdp2", "zero1", "zero2", "zero3"])
+def test_the_accelerate_configs_trl_ships_are_valid_for_the_pinned_accelerate(name: str) -> None:
+    """The launch's configs start from TRL's: every key of them is one accelerate 1.15.0 reads."""
+    stack = hf_stack()
+    command = HfCommand("trl.scripts.sft", ())
+    assert stack.config_problems(stack.base_configs[name], command) == []
+
+
+@pytest.mark.parametrize("path", TRAINING_EXAMPLES, ids=lambda p: p.stem)
+def test_every_runnable_entry_has_a_transformers_launch_the_releases_accept_or_a_reason(path: Path) -> None:
+    workload = _hf(json.loads(path.read_text()))
+    for entry in _runnable(workload):
+        launch = training_launch(workload, entry.suggested_settings, entry.plan)
+        reason = no_training_launch(workload, entry.suggested_settings, entry.plan)
+        assert (launch is None) != (reason is None), entry.configuration["slug"]
+        if launch is not None:
+            assert _hf_problems(launch) == []
+            assert launch.engine == "transformers" and launch.checked_against == hf_stack().label
+            assert HfCommand.parse(launch.argv).argv == launch.argv
+            assert _config(launch)["num_processes"] == entry.plan.devices
+
+
+def test_the_examples_transformers_runs_launch_and_those_it_cannot_say_why() -> None:
+    reasons: dict[str, set[str]] = {}
+    launched: dict[str, int] = {}
+    for path in TRAINING_EXAMPLES:
+        workload = _hf(json.loads(path.read_text()))
+        for entry in _runnable(workload):
+            reason = no_training_launch(workload, entry.suggested_settings, entry.plan)
+            reasons.setdefault(path.stem, set()).add(reason or "")
+            launched[path.stem] = launched.get(path.stem, 0) + (reason is None)
+    for stem in ("train-llama-3.2-1b-full-bf16-adamw", "train-qwen2.5-14b-qlora-int4", "cpu-qwen2.5-0.5b-train",
+                 "train-llama-3.1-8b-lora"):  # fmt: skip
+        assert launched[stem] > 0, stem
+    assert launched["train-zero3-dp64-7.5b"] == 0
+    assert (
+        "the workload names no checkpoint for trl sft to load (a given architecture)"
+        in reasons["train-zero3-dp64-7.5b"]
+    )
+    assert any(reason.startswith("LoRA on a bf16 base: TRL 1.16.0 leaves PEFT's autocast_adapter_dtype on")
+               for reason in reasons["train-llama-3.1-8b-lora"])  # fmt: skip
+    assert any("tensor or pipeline parallelism" in reason for reason in reasons["train-llama-3.1-70b-tp4-pp4"])
+
+
+@pytest.mark.parametrize("path", TRAINING_EXAMPLES, ids=lambda p: p.stem)
+def test_the_transformers_command_read_back_reproduces_the_budget_or_one_no_larger(path: Path) -> None:
+    workload = _hf(json.loads(path.read_text()))
+    for entry in _runnable(workload):
+        launch = training_launch(workload, entry.suggested_settings, entry.plan)
+        if launch is None:
+            continue
+        read, plan = workload_from_transformers(launch.argv, launch.files, workload)
+        assert (plan.tensor, plan.pipeline, plan.replicas) == (1, 1, entry.plan.replicas)
+        again = _budget(read, plan, entry.configuration["slug"], entry.usable_bytes)
+        if any(note.endswith(LESS) for note in launch.notes):
+            assert again.per_device.total_bytes <= entry.budget.per_device.total_bytes, entry.configuration["slug"]
+            assert again.host.ram_bytes <= entry.budget.host.ram_bytes
+        else:
+            assert again.per_device == entry.budget.per_device, entry.configuration["slug"]
+
+
+@pytest.mark.parametrize(
+    ("preset", "precision", "training"),
+    [
+        ("llama-3.2-1b", None, {}),
+        ("llama-3.2-1b", None, {"activation_checkpointing": "full", "optimizer_impl": "fused"}),
+        ("qwen2.5-0.5b", {"weights": "fp32"}, {"optimizer": "sgd_momentum", "runtime": {"compile": True}}),
+        ("llama-3.2-1b", None, {"activation_checkpointing": "full", "cpu_offload": "parameters"}),
+        ("llama-3.2-1b", {"weights": "bf16", "master_weights": "fp32"}, {"optimizer": "adamw_8bit"}),
+        ("llama-3.2-1b", {"weights": "bf16", "master_weights": "fp32"}, {"cpu_offload": "optimizer"}),
+        ("qwen2.5-0.5b", {"weights": "fp32"},
+         {"method": "lora", "lora": {"rank": 8, "target_modules": ["all-linear"]}}),
+        ("llama-3.1-8b", {"weights": "nf4", "compute": "bf16"},
+         {"method": "qlora", "optimizer": "paged_adamw_8bit", "activation_checkpointing": "full",
+          "runtime": {"expandable_segments": True}, "lora": {"rank": 16, "dropout": 0.05}}),
+    ],
+    ids=["bf16", "recompute-fused", "fp32-sgd-compiled", "fsdp-offload", "deepspeed-8bit", "zero-offload", "fp32-lora",
+         "qlora-nf4"],
+)  # fmt: skip
+def test_a_workload_the_hf_trainer_runs_as_budgeted_reads_back_to_the_same_budget(
+    preset: str, precision: dict[str, Any] | None, training: dict[str, Any]
+) -> None:
+    workload = _hf_workload(preset, precision, **training)
+    checked = 0
+    for entry in _runnable(workload):
+        launch = training_launch(workload, entry.suggested_settings, entry.plan)
+        if launch is None or any(note.endswith(LESS) for note in launch.notes):
+            continue  # ZeRO-1 and 2 of a pure-precision run shard further (FSDP2): the tests above
+        read, plan = workload_from_transformers(launch.argv, launch.files, workload)
+        recompute = entry.plan.recompute or workload.training.activation_checkpointing
+        assert read.training == workload.training.model_copy(update={"activation_checkpointing": recompute})
+        assert read.precision == workload.precision and read.runtime == workload.runtime
+        assert plan == Plan(1, 1, entry.plan.replicas, entry.plan.zero_stage)
+        again = _budget(read, plan, entry.configuration["slug"], entry.usable_bytes)
+        assert again.per_device == entry.budget.per_device
+        checked += 1
+    assert checked > 0
+
+
+def test_the_accelerate_config_is_the_plans_distribution() -> None:
+    """One process, DDP, FSDP2 (pure precision, ZeRO-3, its parameter offload) or DeepSpeed (a master copy, the plan's
+    stage, ZeRO-Offload)."""
+    pure = _hf_workload()
+    single, _ = _launch(pure, Plan(1, 1, 1))
+    assert _config(single)["distributed_type"] == "NO" and _config(single)["mixed_precision"] == "no"
+    ddp, _ = _launch(pure, Plan(1, 1, 4, 0))
+    assert _config(ddp)["distributed_type"] == "MULTI_GPU" and _config(ddp)["num_processes"] == 4
+    offload = _hf_workload(cpu_offload="parameters")
+    fsdp = _config(_launch(offload, Plan(1, 1, 4, 3))[0])
+    assert fsdp["distributed_type"] == "FSDP" and fsdp["fsdp_config"]["fsdp_version"] == 2
+    assert fsdp["fsdp_config"]["fsdp_offload_params"] is True and fsdp["fsdp_config"]["fsdp_reshard_after_forward"]
+    zero1, _ = _launch(pure, Plan(1, 1, 4, 1))
+    assert "ZeRO-1: a pure-precision run shards with FSDP2, resharding after every forward (ZeRO-3), " + LESS in (
+        zero1.notes
+    )
+    zero2_pure, _ = _launch(pure, Plan(1, 1, 4, 2))  # FSDP2 keeping the gathered parameters: ZeRO-2
+    assert _config(zero2_pure)["fsdp_config"]["fsdp_reshard_after_forward"] is False
+    assert workload_from_transformers(zero2_pure.argv, zero2_pure.files, pure)[1] == Plan(1, 1, 4, 2)
+    mixed = _hf_workload(precision={"weights": "bf16", "master_weights": "fp32"}, cpu_offload="optimizer")
+    zero2 = _config(_launch(mixed, Plan(1, 1, 4, 2))[0])
+    assert (zero2["distributed_type"], zero2["mixed_precision"]) == ("DEEPSPEED", "bf16")
+    assert zero2["deepspeed_config"]["zero_stage"] == 2
+    assert zero2["deepspeed_config"]["offload_optimizer_device"] == "cpu"
+    assert zero2["deepspeed_config"]["offload_param_device"] == "none"
+    args = HfCommand.parse(_launch(mixed, Plan(1, 1, 4, 2))[0].argv).values
+    assert (args["bf16"], args["fp16"], args["dtype"]) == (("True",), ("False",), ("bfloat16",))
+
+
+def test_what_the_hf_trainer_cannot_run_as_budgeted_is_refused_with_the_reason() -> None:
+    one = Plan(1, 1, 1)
+    assert "tensor or pipeline parallelism" in _launch(_hf_workload(), Plan(2, 1, 1))[1]
+    assert "adafactor" in _launch(_hf_workload(optimizer="adafactor"), one)[1]
+    assert "bitsandbytes' Lion" in _launch(_hf_workload(optimizer="lion"), one)[1]
+    assert "Liger" in _launch(_hf_workload(fused_loss=True), one)[1]
+    assert "loss_chunks 8" in _launch(_hf_workload(loss_chunks=8), one)[1]
+    assert "optimizer_impl for_loop" in _launch(_hf_workload(optimizer_impl="for_loop"), one)[1]
+    autocast = _hf_workload(precision={"weights": "fp32", "compute": "bf16"})
+    assert "torch.autocast" in _launch(autocast, one)[1]
+    lora = _hf_workload(precision={"weights": "bf16", "master_weights": "fp32"}, method="lora")
+    assert "PEFT's autocast_adapter_dtype on" in _launch(lora, Plan(1, 1, 4, 2))[1]
+    assert _launch(lora, Plan(1, 1, 4, 3))[0] is not None  # ZeRO-3: TRL keeps the adapters in the base's dtype
+    qlora = _hf_workload(precision={"weights": "nf4", "compute": "bf16"}, method="qlora")
+    assert "QLoRA with ZeRO-3" in _launch(qlora, Plan(1, 1, 4, 3))[1]
+    fp16_qlora = _hf_workload(precision={"weights": "nf4", "compute": "fp16"}, method="qlora")
+    assert "TRL trains a 4-bit NF4 base in bf16" in _launch(fp16_qlora, one)[1]
+    optimizer_only = _hf_workload(cpu_offload="optimizer")
+    assert "optimizer-only CPU offload of a pure-precision run" in _launch(optimizer_only, Plan(1, 1, 4, 1))[1]
+    architecture = _hf({"task": "training", "model": {"architecture": {"num_layers": 2, "hidden_size": 256,
+                        "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000}}})  # fmt: skip
+    assert "no checkpoint" in _launch(architecture, one)[1]
+
+
+def test_a_renamed_trl_field_a_refused_value_or_a_wrong_accelerate_key_are_problems() -> None:
+    launch, _ = _launch(_hf_workload(precision={"weights": "bf16", "master_weights": "fp32"}), Plan(1, 1, 4, 3))
+    stack = hf_stack()
+    argv, config = list(launch.argv), _config(launch)
+
+    def replaced(old: str, new: str) -> list[str]:
+        assert old in argv, old
+        return [new if arg == old else arg for arg in argv]
+
+    assert stack.problems(replaced("--per_device_train_batch_size", "--per_device_batch_size"), config) == [
+        "--per_device_batch_size: not a field of trl sft (TRL 1.16.0, transformers 5.24.0): it would be ignored"
+    ]
+    assert stack.problems(replaced("adamw_torch", "adamw"), config)[0].startswith("--optim adamw: not one of")
+    assert stack.problems(replaced("wrapped", "wrap"), config) == [
+        "--packing_strategy wrap: not one of bfd, bfd_split, wrapped"
+    ]
+    assert stack.problems(replaced("bfloat16", "bf16"), config) == [
+        "--dtype bf16: not one of auto, bfloat16, float16, float32"
+    ]
+    assert stack.problems(replaced("sdpa", "flash"), config) == [
+        "--attn_implementation flash: transformers registers eager, flash_attention_4, flash_attention_3,"
+        " flash_attention_2, flex_attention, sdpa, paged|eager"
+    ]
+    assert stack.problems(replaced("True", "maybe"), config)[0].startswith("--packing maybe: one of true/false")
+    assert stack.problems(replaced("trl.scripts.sft", "trl.sft"), config) == [
+        "-m trl.sft: TRL 1.16.0's SFT script is -m trl.scripts.sft"
+    ]
+    assert stack.problems(replaced("--num_processes", "--nproc"), config) == [
+        "--nproc: not a flag of accelerate launch 1.15.0"
+    ]
+    assert stack.problems([*argv, "--max_length", "8"], config) == ["--max_length: given twice"]
+    deepspeed = config["deepspeed_config"]
+    assert stack.problems(argv, {**config, "zero_stage": 3}) == [
+        "zero_stage: not a key of accelerate 1.15.0's config file"
+    ]
+    assert stack.problems(argv, {**config, "deepspeed_config": {**deepspeed, "offload_optimizer": "cpu"}}) == [
+        "deepspeed_config.offload_optimizer: no argument of accelerate launch reads it"
+    ]
+    assert stack.problems(argv, {**config, "deepspeed_config": {**deepspeed, "offload_param_device": "gpu"}}) == [
+        "deepspeed_config.offload_param_device gpu: not one of none, cpu, nvme"
+    ]
+    assert stack.problems(argv, {**config, "deepspeed_config": {**deepspeed, "zero_stage": 4}}) == [
+        "deepspeed_config.zero_stage 4: DeepSpeed's stages are 0 to 3"
+    ]
+    assert stack.problems(argv, {**config, "distributed_type": "ZERO"})[0].startswith(
+        "distributed_type ZERO: not one of NO, MULTI_CPU"
+    )
+    assert stack.problems(argv, {**config, "num_processes": 8}) == ["num_processes 8: the command starts 4"]
+    fsdp = _config(_launch(_hf_workload(), Plan(1, 1, 4, 3))[0])
+    renamed = {**fsdp, "fsdp_config": {**fsdp["fsdp_config"], "offload_params": True}}  # fsdp_ prefixed: known
+    assert stack.config_problems(renamed, HfCommand("trl.scripts.sft", ())) == []
+    wrong = {**fsdp, "fsdp_config": {**fsdp["fsdp_config"], "fsdp_offload_parameters": True}}
+    assert stack.config_problems(wrong, HfCommand("trl.scripts.sft", ())) == [
+        "fsdp_config.fsdp_offload_parameters: no argument of accelerate launch reads it"
+    ]
+
+
+def test_a_transformers_recommendation_carries_its_command_and_config_file() -> None:
+    """Through the recommender: the API's document has the config file, and ``recommend --launch`` prints it after
+    the command as a here-document."""
+    from recommendations.management.commands.recommend import launch_lines
+
+    workload = _hf(json.loads((ROOT / "fixtures" / "workloads" / "train-qwen2.5-14b-qlora-int4.json").read_text()))
+    entries = _runnable(workload)[:5]
+    launched = [entry for entry in entries if entry.launch is not None]
+    assert launched
+    document = launched[0].as_dict()["launch"]
+    assert document["engine"] == "transformers" and document["argv"][:2] == ["accelerate", "launch"]
+    assert document["files"] == [{"path": ACCELERATE_CONFIG, "content": launched[0].launch.files[0][1]}]
+    printed = launch_lines(workload, entries).splitlines()
+    at = printed.index(launched[0].launch.text)
+    assert printed[at + 1 : at + 3] == [f"# {ACCELERATE_CONFIG}, which the command reads:",
+                                        f"cat > {ACCELERATE_CONFIG} <<'EOF'"]  # fmt: skip
+    assert json.loads("\n".join(printed[at + 3 : printed.index("EOF", at)])) == _config(launched[0].launch)

@@ -62,23 +62,37 @@ def launch_lines(workload: Workload, entries: Iterable[Entry]) -> str:
         lines.append(f"# {slug} ({entry.plan.label() if entry.plan else ''}; flags of {entry.launch.checked_against})")
         lines.extend(f"#   {note}" for note in entry.launch.notes)
         lines.append(entry.launch.text)
+        for path, content in entry.launch.files:  # as a shell here-document, to write before running the command
+            lines += [
+                f"# {path}, which the command reads:",
+                f"cat > {path} <<'EOF'",
+                *content.rstrip("\n").split("\n"),
+                "EOF",
+            ]
     return "\n".join(lines)
 
 
 def render_table(entries: Iterable[Entry]) -> str:
-    """One line per configuration, ranked: verdict, plan, need and usable memory per device, evidence, why."""
+    """One line per configuration, ranked: verdict, plan, need and usable memory per device, evidence, the price per
+    hour, per month (730 h) and per million output tokens (inference) with the offer it is, or "no price"; why."""
     header = (
         f"{'#':>3}  {'configuration':<28}{'verdict':<14}{'plan':<22}{'need GiB':>10}{'usable GiB':>12}"
-        f"{'headroom GiB':>14}  {'evidence':<22}{'USD/h':>8}  why"
+        f"{'headroom GiB':>14}  {'evidence':<22}{'USD/h':>9}{'USD/month':>11}{'USD/Mtok':>10}  {'price from':<46}  why"
     )
     lines = [header]
     for rank, e in enumerate(entries, start=1):
         plan = e.plan.label() if e.plan else "-"
-        price = f"{e.cost.usd_per_hour:,.2f}" if e.cost else "-"
+        cost = e.cost
+        hour, month, per_million, offer = "no price", "-", "-", "-"
+        if cost is not None:
+            hour, month, offer = f"{cost.usd_per_hour:,.2f}", f"{cost.usd_per_month:,.0f}", cost.offer_text()
+            if cost.usd_per_million_output_tokens is not None:
+                per_million = f"{cost.usd_per_million_output_tokens:,.2f}"
         why = e.reasons[0].message if e.reasons else (f"margin set by {e.margin.set_by}" if e.margin else "")
         lines.append(
             f"{rank:>3}  {e.configuration['slug']:<28}{e.verdict.value:<14}{plan:<22}{_gib(e.per_device_bytes):>10}"
-            f"{_gib(e.usable_bytes):>12}{_gib(e.headroom_bytes):>14}  {e.evidence.label:<22}{price:>8}  {why}"
+            f"{_gib(e.usable_bytes):>12}{_gib(e.headroom_bytes):>14}  {e.evidence.label:<22}{hour:>9}{month:>11}"
+            f"{per_million:>10}  {offer:<46}  {why}"
         )
     return "\n".join(lines)
 
