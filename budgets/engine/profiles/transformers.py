@@ -13,6 +13,7 @@ changed there.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from ..vllm import parse_version
 from . import transformers_releases as rel
@@ -115,7 +116,17 @@ _LEGACY = (
     "the legacy tuple cache: the model cats past and new K/V into new tensors while generate's model_kwargs still hold"
     " the previous step's tuple"
 )
-RELEASES: tuple[Release, ...] = (
+
+
+def _releases(first: Release, *changes: dict[str, Any]) -> tuple[Release, ...]:
+    """The releases read, oldest first, each written as what changed from the one before it, with its sources."""
+    out = [first]
+    for change in changes:
+        out.append(replace(out[-1], **change))
+    return tuple(out)
+
+
+RELEASES: tuple[Release, ...] = _releases(
     Release(
         version=(4, 35, 2),
         cache_types=frozenset(),
@@ -131,117 +142,68 @@ RELEASES: tuple[Release, ...] = (
         " `next_token_logits` is a view of them (utils.py:2531); per-layer rotary cos/sin tables of"
         " max_position_embeddings (modeling_llama.py:125-135, 303)",
     ),
-    Release(
+    dict(
         version=(4, 36, 0),
-        cache_types=frozenset(),
-        logits_types=frozenset(),
-        upcast=True,
-        kept=True,
-        windowed=False,
-        windowed_low=True,
-        rope_tables=True,
-        quantized_kernels=True,
         source=f"{_LEGACY}: the model wraps it in a DynamicCache and returns a tuple again (models/llama/"
         "modeling_llama.py:998-1000, 1086; cache_utils.py:127); logits of every prompt position, upcast"
         " (modeling_llama.py:1192-1193), kept (generation/utils.py:2579, 2589, 2625); rotary tables (modeling_llama.py:"
         "135-145, 323)",
     ),
-    Release(
+    dict(
         version=(4, 41, 2),
-        cache_types=frozenset(),
-        logits_types=frozenset(),
-        upcast=True,
-        kept=True,
-        windowed=False,
-        windowed_low=True,
         rope_tables=False,
-        quantized_kernels=True,
         source=f"{_LEGACY} (models/llama/modeling_llama.py:930, 994); logits of every prompt position, upcast"
         " (modeling_llama.py:1183-1184), kept (generation/utils.py:2397, 2407, 2449); no rotary tables",
     ),
-    Release(
+    dict(
         version=(4, 42, 0),
         cache_types=rel.cache_class("4.42.0"),
-        logits_types=frozenset(),
-        upcast=True,
         kept=False,
-        windowed=False,
-        windowed_low=True,
-        rope_tables=False,
-        quantized_kernels=True,
         source="one DynamicCache kept by generate for the models that support it (generation/utils.py:1775-1777;"
         " cache_utils.py:363), the legacy tuple for the rest; logits of every prompt position, upcast"
         " (models/llama/modeling_llama.py:1193-1194), freed before the first decode forward (utils.py:2663 clones"
         " the last position, :2716 `del outputs`)",
     ),
-    Release(
+    dict(
         version=(4, 44, 2),
         cache_types=rel.cache_class("4.44.2"),
-        logits_types=frozenset(),
-        upcast=True,
-        kept=False,
-        windowed=False,
-        windowed_low=True,
-        rope_tables=False,
-        quantized_kernels=True,
         source="one DynamicCache for the models that support it (generation/utils.py:1852-1854); logits of every"
         " prompt position, upcast (models/llama/modeling_llama.py:1208-1209), freed before the first decode forward"
         " (utils.py:2989, 3044)",
     ),
-    Release(
+    dict(
         version=(4, 45, 0),
         cache_types=rel.cache_class("4.45.0"),
         logits_types=rel.logits_to_keep("4.45.0"),
-        upcast=True,
-        kept=False,
-        windowed=False,
-        windowed_low=True,
-        rope_tables=False,
-        quantized_kernels=True,
         source="one DynamicCache for the models that support it (generation/utils.py:1602); the last position's"
         " logits for the models that take num_logits_to_keep (utils.py:1900-1904), upcast in the forward"
         " (models/llama/modeling_llama.py:1214), every prompt position for the rest; freed before the first decode"
         " forward (utils.py:3015, 3068)",
     ),
-    Release(
+    dict(
         version=(4, 46, 0),
         cache_types=rel.cache_class("4.46.0"),
         logits_types=rel.logits_to_keep("4.46.0"),
-        upcast=True,
-        kept=False,
-        windowed=False,
         windowed_low=False,
-        rope_tables=False,
-        quantized_kernels=True,
         source="one DynamicCache for the models that support it (generation/utils.py:1767); the last position's"
         " logits for the models that take num_logits_to_keep (utils.py:2062-2066) in the compute dtype"
         " (models/llama/modeling_llama.py:1210), copied and upcast by generate (utils.py:3219), every prompt position"
         " for the rest; freed before the first decode forward (utils.py:3268)",
     ),
-    Release(
+    dict(
         version=(5, 0, 0),
         cache_types=ALL,
         logits_types=ALL,
         upcast=False,
-        kept=False,
         windowed=True,
         windowed_low=True,
-        rope_tables=False,
         quantized_kernels=False,
         source="a DynamicCache for every model (generation/utils.py:2038-2040; no legacy tuple path left), sliding"
         " layers to their window (cache_utils.py:167 DynamicSlidingWindowLayer); logits_to_keep = 1 (utils.py:2617),"
         " one fp32 copy of the last position (:2886), `del outputs` (:2934)",
     ),
-    Release(
+    dict(
         version=(5, 24, 0),
-        cache_types=ALL,
-        logits_types=ALL,
-        upcast=False,
-        kept=False,
-        windowed=True,
-        windowed_low=True,
-        rope_tables=False,
-        quantized_kernels=False,
         source="measured by benchmarks/accuracy; generation/utils.py:2955-2956 (logits_to_keep), 3248"
         " (fp32 copy), 3293 (`del outputs`)",
     ),
