@@ -549,10 +549,7 @@ def torchtune_launch(workload: Workload, settings: Mapping[str, Any], plan: Plan
         return found
     command, notes = found
     release = torchtune_release(TORCHTUNE_RELEASE)
-    problems = release.problems(command.argv)
-    if problems:
-        raise LaunchError("; ".join(problems))
-    return Launch("torchtune", f"torchtune {release.release}", command.argv, tuple(notes))
+    return _checked("torchtune", release.release, command.argv, notes, release.problems(command.argv))
 
 
 # --------------------------------------------------------------------------------------------------------- torchtitan
@@ -1029,10 +1026,7 @@ def torchtitan_launch(workload: Workload, settings: Mapping[str, Any], plan: Pla
         return found
     command, notes = found
     release = torchtitan_release(TORCHTITAN_RELEASE)
-    problems = release.problems(command.argv)
-    if problems:
-        raise LaunchError("; ".join(problems))
-    return Launch("torchtitan", f"torchtitan {release.release}", command.argv, tuple(notes))
+    return _checked("torchtitan", release.release, command.argv, notes, release.problems(command.argv))
 
 
 # ------------------------------------------------------------------------------- transformers (TRL, PEFT, accelerate)
@@ -1545,11 +1539,24 @@ def transformers_launch(workload: Workload, settings: Mapping[str, Any], plan: P
         return found
     command, config, notes = found
     stack = hf_stack()
-    problems = stack.problems(command.argv, config)
+    files = ((ACCELERATE_CONFIG, json.dumps(config, indent=2) + "\n"),)
+    return _checked("transformers", None, command.argv, notes, stack.problems(command.argv, config), stack.label, files)
+
+
+def _checked(
+    engine: str,
+    release: str | None,
+    argv: tuple[str, ...],
+    notes: Sequence[str],
+    problems: Sequence[str],
+    checked_against: str | None = None,
+    files: tuple[tuple[str, str], ...] = (),
+) -> Launch:
+    """The launch of a command its release's check found no ``problems`` in (``checked_against``: what passed it, by
+    default "<engine> <release>"); a problem is a bug in this module, never the user's input, and raises."""
     if problems:
         raise LaunchError("; ".join(problems))
-    files = ((ACCELERATE_CONFIG, json.dumps(config, indent=2) + "\n"),)
-    return Launch("transformers", stack.label, command.argv, tuple(notes), files)
+    return Launch(engine, checked_against or f"{engine} {release}", argv, tuple(notes), files)
 
 
 LAUNCHERS: dict[str, Callable[[Workload, Mapping[str, Any], Plan], Launch | str]] = {
