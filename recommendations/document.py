@@ -246,7 +246,7 @@ class LaunchFileDocument(_Document):
 class LaunchDocument(_Document):
     """The command that runs the entry's plan, checked against the engine release's own flags."""
 
-    engine: Literal["vllm", "sglang", "torchtune", "torchtitan", "transformers"]
+    engine: Literal["vllm", "sglang", "torchtune", "torchtitan", "transformers", "litgpt", "unsloth"]
     checked_against: str = Field(description="The engine release whose flags the command passed, e.g. 'vllm 0.11.0'.")
     argv: list[str] = Field(description="The command as arguments.")
     text: str = Field(description="The same, quoted for a POSIX shell.")
@@ -285,9 +285,11 @@ class RecommendationDocument(_Document):
     cost: CostDocument | None = Field(description="Where the catalog has a price.")
     launch: LaunchDocument | None = Field(
         description="fits and tight entries of a workload that names its checkpoint (a preset, or a config.json"
-        " whose _name_or_path is a repository id): `vllm serve` (vLLM), `python -m sglang.launch_server` (SGLang) or"
-        " `tune run` (torchtune training) for the plan; null otherwise (other engines and training frameworks, and"
-        " what the framework's recipes cannot run as budgeted: `manage.py recommend --launch` says why)."
+        " whose _name_or_path is a repository id): for the plan, `vllm serve` (vLLM), `python -m"
+        " sglang.launch_server` (SGLang); for training `tune run` (torchtune), `torchrun -m torchtitan.train`"
+        " (torchtitan), `accelerate launch -m trl.scripts.sft` (transformers), `python launch_litgpt.py` (lit-gpt) or"
+        " `python train_unsloth.py` (Unsloth), with the files they read; null otherwise (the transformers and generic"
+        " serving engines, and what a framework cannot run as budgeted: `manage.py recommend --launch` says why)."
     )
     price_basis: PriceBasisDocument = Field(
         description="The price the entry was ranked on (after the verdict and the evidence): per million output"

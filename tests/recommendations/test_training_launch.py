@@ -5,6 +5,7 @@ recipes run instead."""
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 from typing import Any
@@ -13,24 +14,32 @@ import pytest
 
 from benchmarks.recommend_speed import fixture_views
 from budgets.engine import Workload, estimate
-from budgets.engine.frameworks import framework_profile
+from budgets.engine.frameworks import FRAMEWORKS, framework_profile
 from recommendations.plans import Plan, plan_workload
 from recommendations.recommend import recommend
 from recommendations.training_launch import (
     ACCELERATE_CONFIG,
     HF_RELEASES,
+    LAUNCHERS,
     LESS,
+    LIT_WRAPPER,
+    LITGPT_RELEASE,
     TORCHTITAN_RELEASE,
     TORCHTUNE_RELEASE,
     UNLAUNCHED_FRAMEWORKS,
+    UNSLOTH_CALLS,
+    UNSLOTH_RELEASE,
+    UNSLOTH_SCRIPT,
     HfCommand,
     TitanCommand,
     TuneCommand,
     hf_stack,
+    litgpt_release,
     no_training_launch,
     torchtitan_release,
     torchtune_release,
     training_launch,
+    unsloth_release,
     workload_from_torchtitan,
     workload_from_torchtune,
     workload_from_transformers,
@@ -322,13 +331,14 @@ def test_the_closest_checkpoint_picks_the_config_among_those_of_one_architecture
     assert TuneCommand.parse(launch.argv).config == "llama3_1/8B_full_single_device"  # Llama 3's has 8192 positions
 
 
-@pytest.mark.parametrize("framework", sorted(UNLAUNCHED_FRAMEWORKS))
-def test_a_framework_without_a_launch_says_why(framework: str) -> None:
+def test_every_framework_has_a_launcher_or_says_why_not() -> None:
     path = ROOT / "fixtures" / "workloads" / "train-llama-3.2-1b-full-bf16-adamw.json"
     data = json.loads(path.read_text())
-    workload = Workload.model_validate({**data, "training": {**data["training"], "framework": framework}})
-    assert training_launch(workload, {}, Plan(1, 1, 1)) is None
-    assert no_training_launch(workload, {}, Plan(1, 1, 1)) == UNLAUNCHED_FRAMEWORKS[framework]
+    assert set(FRAMEWORKS) == set(LAUNCHERS) | set(UNLAUNCHED_FRAMEWORKS)
+    for framework in sorted(UNLAUNCHED_FRAMEWORKS):
+        workload = Workload.model_validate({**data, "training": {**data["training"], "framework": framework}})
+        assert training_launch(workload, {}, Plan(1, 1, 1)) is None
+        assert no_training_launch(workload, {}, Plan(1, 1, 1)) == UNLAUNCHED_FRAMEWORKS[framework]
 
 
 def test_a_torchtune_recommendation_carries_its_launch_in_the_answer() -> None:
@@ -891,3 +901,282 @@ def test_a_transformers_recommendation_carries_its_command_and_config_file() -> 
     assert printed[at + 1 : at + 3] == [f"# {ACCELERATE_CONFIG}, which the command reads:",
                                         f"cat > {ACCELERATE_CONFIG} <<'EOF'"]  # fmt: skip
     assert json.loads("\n".join(printed[at + 3 : printed.index("EOF", at)])) == _config(launched[0].launch)
+
+
+# ------------------------------------------------------------------------------------------------------------ lit-gpt
+
+
+def _lit(data: dict[str, Any]) -> Workload:
+    return Workload.model_validate({**data, "training": {**data.get("training", {}), "framework": "litgpt"}})
+
+
+def _lit_workload(
+    preset: str = "llama-2-7b", weights: str = "bf16", runtime: dict[str, Any] | None = None, **training: Any
+) -> Workload:
+    """A workload lit-gpt runs as budgeted on one device: one dtype throughout, no recomputation."""
+    return _lit({"task": "training", "model": {"preset": preset}, "runtime": runtime or {},
+                 "precision": {"weights": weights, "compute": "bf16", "gradients": "bf16"},
+                 "training": {"micro_batch_size": 2, "sequence_length": 1024, **training}})  # fmt: skip
+
+
+def _lit_offloaded() -> Workload:
+    workload = _lit_workload()
+    assert workload.training is not None
+    return workload.model_copy(update={"training": workload.training.model_copy(update={"cpu_offload": "parameters"})})
+
+
+def _lit_launch(workload: Workload, plan: Plan) -> Any:
+    launch = training_launch(workload, {}, plan)
+    assert launch is not None, no_training_launch(workload, {}, plan)
+    return launch
+
+
+def test_the_litgpt_fixture_is_the_profiled_commit_read_from_its_source() -> None:
+    release = litgpt_release(LITGPT_RELEASE)
+    assert release.release == framework_profile("litgpt").release == "8641822"
+    assert release.source["commit"] == "8641822b3249bb94f068c254aa5d13decbc9f0a0"
+    assert release.source["files"]["finetune/lora.py"] == "3fad07f7eb7ccb3b68c93fdd938dcf13cd4cdc21"
+    assert release.source["files"]["finetune/full.py"] == "820e2d8864664c7373b33a76209f431c2f42a31b"
+    lora = release.scripts["finetune/lora.py"]
+    assert set(lora["setup"]) == {"data_dir", "checkpoint_dir", "out_dir", "precision", "quantize"}
+    assert {"devices", "micro_batch_size", "lora_r", "lora_mlp"} <= set(lora["globals"])
+    assert "meta-llama/Llama-2-7b-hf" in release.configs and "meta-llama/Llama-3.1-8B" not in release.configs
+
+
+@pytest.mark.parametrize("path", TRAINING_EXAMPLES, ids=lambda p: p.stem)
+def test_every_runnable_entry_has_a_litgpt_launch_the_commit_accepts_or_a_reason(path: Path) -> None:
+    """lit-gpt at 8641822 (October 2023) has configs of none of the examples' models: every entry says so."""
+    workload = _lit(json.loads(path.read_text()))
+    for entry in _runnable(workload):
+        launch = training_launch(workload, entry.suggested_settings, entry.plan)
+        reason = no_training_launch(workload, entry.suggested_settings, entry.plan)
+        assert launch is None and reason is not None, entry.configuration["slug"]
+        assert "has no config of" in reason
+
+
+@pytest.mark.parametrize("method", ["full", "lora", "qlora"])
+def test_a_llama_2_recommendation_under_litgpt_launches_or_says_why(method: str) -> None:
+    weights = "nf4" if method == "qlora" else "bf16"
+    workload = _lit_workload(weights=weights, method=method, activation_checkpointing="none")
+    release = litgpt_release(LITGPT_RELEASE)
+    launched = 0
+    for entry in _runnable(workload):
+        launch = training_launch(workload, entry.suggested_settings, entry.plan)
+        reason = no_training_launch(workload, entry.suggested_settings, entry.plan)
+        assert (launch is None) != (reason is None), entry.configuration["slug"]
+        if launch is not None:
+            launched += 1
+            assert release.problems(launch.argv, launch.files) == []
+            assert launch.engine == "litgpt" and launch.checked_against == "lit-gpt 8641822"
+            ast.parse(dict(launch.files)[LIT_WRAPPER])
+    assert launched > 0
+
+
+def test_the_litgpt_command_sets_every_budgeted_setting() -> None:
+    workload = _lit_workload(method="lora", lora={"rank": 16, "dropout": 0.05, "target_modules": ["q_proj", "v_proj"]},
+                             runtime={"expandable_segments": True})  # fmt: skip
+    launch = _lit_launch(workload, Plan(1, 1, 1))
+    assert launch.argv == ("env", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "python", LIT_WRAPPER,
+                           "--checkpoint_dir", "checkpoints/meta-llama/Llama-2-7b-hf", "--data_dir", "data/alpaca",
+                           "--precision", "bf16-true")  # fmt: skip
+    release = litgpt_release(LITGPT_RELEASE)
+    script, constants = release.read_wrapper(dict(launch.files)[LIT_WRAPPER])
+    assert script == "finetune/lora.py"
+    assert {k: v for k, v in constants.items() if k != "gradient_accumulation_iters"} == {
+        "devices": 1, "micro_batch_size": 2, "lora_r": 16, "lora_dropout": 0.05, "lora_query": True,
+        "lora_key": False, "lora_value": True, "lora_projection": False, "lora_mlp": False, "lora_head": False,
+    }  # fmt: skip
+    assert "--max_seq_length 1024" in launch.notes[0]
+    qlora = _lit_launch(_lit_workload(weights="nf4", method="qlora"), Plan(1, 1, 1))
+    assert qlora.argv[-2:] == ("--quantize", "bnb.nf4")
+    full = _lit_launch(_lit_workload(activation_checkpointing="full"), Plan(1, 1, 4, 2))
+    assert release.read_wrapper(dict(full.files)[LIT_WRAPPER]) == (
+        "finetune/full.py",
+        {"devices": 4, "micro_batch_size": 2,
+         "gradient_accumulation_iters": "max(1, int(script.batch_size // script.micro_batch_size))"},
+    )  # fmt: skip
+    assert any(note.startswith("ZeRO-2") and note.endswith(LESS) for note in full.notes)
+
+
+def test_what_litgpt_cannot_run_as_budgeted_is_refused_with_the_reason() -> None:
+    one = Plan(1, 1, 1)
+    cases = [
+        (_lit_workload(activation_checkpointing="full"), one, "recomputes only under FSDP"),
+        (_lit_workload(weights="nf4", method="qlora"), Plan(1, 1, 2, 3), "QLoRA on more than one device"),
+        (_lit_workload(weights="int4", method="qlora"), one, "QLoRA with int4 weights"),
+        (_lit_workload(optimizer="adamw_8bit"), one, "builds AdamW"),
+        (_lit_workload(optimizer_impl="fused"), one, "AdamW's fused step"),
+        (_lit_offloaded(), Plan(1, 1, 2, 3), "cpu_offload=False"),
+        (_lit_workload(runtime={"compile": True}), one, "does not compile"),
+        (_lit_workload(), Plan(2, 1, 1), "shard with FSDP only"),
+        (_lit_workload(sequence_length=8192), one, "block_size 4096"),
+        (_lit_workload("llama-3.1-8b"), one, "has no config of meta-llama/Llama-3.1-8B"),
+    ]
+    for workload, plan, reason in cases:
+        assert training_launch(workload, {}, plan) is None
+        assert reason in (no_training_launch(workload, {}, plan) or ""), reason
+
+
+def test_a_renamed_litgpt_constant_flag_or_value_is_a_problem() -> None:
+    release = litgpt_release(LITGPT_RELEASE)
+    launch = _lit_launch(_lit_workload(method="lora"), Plan(1, 1, 1))
+    wrapper = dict(launch.files)[LIT_WRAPPER]
+    assert release.problems(launch.argv, launch.files) == []
+    renamed = ((LIT_WRAPPER, wrapper.replace("script.lora_r =", "script.lora_rank =")),)
+    assert release.problems(launch.argv, renamed) == [
+        "finetune/lora.py: has no module constant lora_rank at lit-gpt 8641822, it would be ignored"
+    ]
+    assert release.problems((*launch.argv, "--micro_batch_size", "2"), launch.files) == [
+        "--micro_batch_size: not a parameter of finetune/lora.py's setup at lit-gpt 8641822"
+    ]
+    assert release.problems((*launch.argv, "--quantize", "bnb.nf5"), launch.files)[0].startswith(
+        "--quantize bnb.nf5: not one of"
+    )
+    full = ((LIT_WRAPPER, wrapper.replace("finetune.lora", "finetune.full")),)
+    found = release.problems((*launch.argv, "--quantize", "bnb.nf4"), full)
+    assert "finetune/full.py: has no module constant lora_r at lit-gpt 8641822, it would be ignored" in found
+    assert "--quantize: not a parameter of finetune/full.py's setup at lit-gpt 8641822" in found
+    other = tuple(a.replace("Llama-2-7b-hf", "Llama-3-8B") for a in launch.argv)
+    assert "no config of lit-gpt" in release.problems(other, launch.files)[0]
+    no_cli = ((LIT_WRAPPER, wrapper.replace("CLI(script.setup)", "script.setup()")),)
+    assert "CLI(script.setup)" in release.problems(launch.argv, no_cli)[0]
+    assert release.helper_problems(("python", "scripts/prepare_alpaca.py", "--max_length", "1024")) == [
+        "--max_length: not a parameter of scripts/prepare_alpaca.py's prepare at lit-gpt 8641822"
+    ]
+
+
+# ------------------------------------------------------------------------------------------------------------ Unsloth
+
+
+def _unsloth(data: dict[str, Any]) -> Workload:
+    return Workload.model_validate({**data, "training": {**data.get("training", {}), "framework": "unsloth"}})
+
+
+def _unsloth_workload(preset: str = "qwen2.5-7b", weights: str = "bf16", **training: Any) -> Workload:
+    return _unsloth({"task": "training", "model": {"preset": preset},
+                     "precision": {"weights": weights, "compute": "bf16", "gradients": "bf16"},
+                     "training": {"micro_batch_size": 2, "sequence_length": 2048, "method": "lora",
+                                  **training}})  # fmt: skip
+
+
+def _calls(script: str) -> dict[str, dict[str, Any]]:
+    """Each call of the script's checked functions: its keywords and their source."""
+    found: dict[str, dict[str, Any]] = {}
+    for node in ast.walk(ast.parse(script)):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in UNSLOTH_CALLS:
+            found[ast.unparse(node.func)] = {str(kw.arg): ast.unparse(kw.value) for kw in node.keywords}
+    return found
+
+
+def test_the_unsloth_fixture_is_the_profiled_commit_and_the_wheels_it_read() -> None:
+    release = unsloth_release(UNSLOTH_RELEASE)
+    assert release.release == framework_profile("unsloth").release == "2024.12"
+    assert release.source["unsloth"]["commit"] == "400d9955b6e8b27b4a5c603837d27d1402fb1ee0"
+    assert release.source["unsloth"]["files"]["unsloth/models/loader.py"] == "f8ed3a87e6a1f6279d0bb27a1b98f7e7e582d572"
+    assert release.source["trl"]["sha256"] == "502b958ac95313bd3e1a31ce91bc852b14f90303bc9b973ede1ee959f40c5c5a"
+    assert release.source["transformers"]["sha256"] == (
+        "a12ef6f52841fd190a3e5602145b542d03507222f2c64ebb7ee92e8788093aef"
+    )
+    assert {"model_name", "max_seq_length", "dtype", "load_in_4bit"} <= set(release.keywords["from_pretrained"])
+    assert {"r", "target_modules", "use_gradient_checkpointing"} <= set(release.keywords["get_peft_model"])
+    assert "max_seq_length" in release.keywords["sft_config"] and "adamw_8bit" in release.optimizers
+
+
+@pytest.mark.parametrize("path", TRAINING_EXAMPLES, ids=lambda p: p.stem)
+def test_every_runnable_entry_has_an_unsloth_launch_the_release_accepts_or_a_reason(path: Path) -> None:
+    workload = _unsloth(json.loads(path.read_text()))
+    release = unsloth_release(UNSLOTH_RELEASE)
+    for entry in _runnable(workload):
+        launch = training_launch(workload, entry.suggested_settings, entry.plan)
+        reason = no_training_launch(workload, entry.suggested_settings, entry.plan)
+        assert (launch is None) != (reason is None), entry.configuration["slug"]
+        if launch is not None:
+            assert release.problems(launch.argv, launch.files) == []
+            assert launch.engine == "unsloth" and launch.checked_against == release.label
+            ast.parse(dict(launch.files)[UNSLOTH_SCRIPT])
+
+
+def test_the_examples_unsloth_runs_launch_and_those_it_cannot_say_why() -> None:
+    reasons: dict[str, set[str]] = {}
+    launched: dict[str, int] = {}
+    for path in TRAINING_EXAMPLES:
+        workload = _unsloth(json.loads(path.read_text()))
+        for entry in _runnable(workload):
+            reason = no_training_launch(workload, entry.suggested_settings, entry.plan)
+            reasons.setdefault(path.stem, set()).add(reason or "")
+            launched[path.stem] = launched.get(path.stem, 0) + (reason is None)
+    assert launched["train-llama-3.1-8b-lora"] > 0
+    assert any("full fine-tuning" in r for r in reasons["train-llama-3.2-1b-full-bf16-adamw"])
+    assert any("QLoRA with int4 weights" in r for r in reasons["train-qwen2.5-14b-qlora-int4"])
+    assert all("CUDA GPUs only" in r for r in reasons["cpu-qwen2.5-0.5b-train"])
+
+
+def test_the_unsloth_script_sets_every_budgeted_setting() -> None:
+    workload = _unsloth_workload(weights="nf4", method="qlora", activation_checkpointing="full",
+                                 activation_offloading=True, optimizer="adamw_8bit",
+                                 lora={"rank": 32, "target_modules": ["all-linear"]})  # fmt: skip
+    launch = training_launch(workload, {"max_micro_batch_size": 4}, Plan(1, 1, 1))
+    assert launch is not None, no_training_launch(workload, {}, Plan(1, 1, 1))
+    assert launch.argv == ("python", UNSLOTH_SCRIPT)
+    calls = _calls(dict(launch.files)[UNSLOTH_SCRIPT])
+    assert calls["FastLanguageModel.from_pretrained"] == {
+        "model_name": "'Qwen/Qwen2.5-7B'", "max_seq_length": "2048", "dtype": "torch.bfloat16",
+        "load_in_4bit": "True", "use_gradient_checkpointing": "'unsloth'",
+    }  # fmt: skip
+    peft = calls["FastLanguageModel.get_peft_model"]
+    assert peft["r"] == "32" and peft["use_gradient_checkpointing"] == "'unsloth'"
+    assert ast.literal_eval(peft["target_modules"]) == [
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"
+    ]  # fmt: skip
+    config = calls["SFTConfig"]
+    assert (config["per_device_train_batch_size"], config["max_seq_length"]) == ("2", "2048")
+    assert (config["optim"], config["bf16"], config["packing"]) == ("'adamw_8bit'", "True", "False")
+    assert any("up to 4 fits" in note for note in launch.notes)
+    plain = training_launch(_unsloth_workload(fused_loss=False), {}, Plan(1, 1, 1))
+    assert plain is not None and plain.argv == ("env", "UNSLOTH_RETURN_LOGITS=1", "python", UNSLOTH_SCRIPT)
+    assert (
+        _calls(dict(plain.files)[UNSLOTH_SCRIPT])["FastLanguageModel.get_peft_model"]["use_gradient_checkpointing"]
+        == "False"
+    )
+
+
+def test_what_unsloth_cannot_run_as_budgeted_is_refused_with_the_reason() -> None:
+    one = Plan(1, 1, 1)
+    cases = [
+        (_unsloth_workload(), Plan(1, 1, 2, 2), "runs one process on one GPU"),
+        (_unsloth_workload(method="full"), one, "full fine-tuning"),
+        (_unsloth_workload("phi-4"), one, "model_type phi3"),
+        (_unsloth_workload(optimizer="sgd_momentum"), one, "the sgd_momentum optimizer"),
+        (_unsloth_workload(optimizer_impl="for_loop"), one, "for-loop AdamW step"),
+    ]
+    for workload, plan, reason in cases:
+        assert training_launch(workload, {}, plan) is None
+        assert reason in (no_training_launch(workload, {}, plan) or ""), reason
+
+
+def test_a_renamed_unsloth_keyword_or_a_refused_value_is_a_problem() -> None:
+    release = unsloth_release(UNSLOTH_RELEASE)
+    launch = training_launch(_unsloth_workload(), {}, Plan(1, 1, 1))
+    assert launch is not None
+    script = dict(launch.files)[UNSLOTH_SCRIPT]
+    assert release.problems(launch.argv, launch.files) == []
+
+    def problems(old: str, new: str) -> list[str]:
+        assert old in script
+        return release.problems(launch.argv, ((UNSLOTH_SCRIPT, script.replace(old, new)),))
+
+    assert problems("    r=16,", "    rank=16,") == [
+        f"FastLanguageModel.get_peft_model(rank=…): not a parameter in {release.label}, it would be ignored"
+    ]
+    assert problems("max_seq_length=2048,\n    dtype", "max_length=2048,\n    dtype") == [
+        f"FastLanguageModel.from_pretrained(max_length=…): not a parameter in {release.label}, it would be ignored"
+    ]
+    assert problems("        max_seq_length=2048,", "        max_length=2048,") == [
+        f"SFTConfig(max_length=…): not a parameter in {release.label}, it would be ignored"
+    ]
+    assert problems("optim='adamw_torch'", "optim='adamw_9bit'") == [
+        "SFTConfig(optim='adamw_9bit'): not one of transformers' OptimizerNames"
+    ]
+    assert problems("processing_class=", "tokenizer_class=")[0].startswith("SFTTrainer(tokenizer_class=…)")
+    assert problems("trainer = SFTTrainer(", "trainer = Trainer(") == ["SFTTrainer: not called"]
+    assert problems("trainer.train()", "trainer.train(")[0].startswith(f"{UNSLOTH_SCRIPT}: ")
