@@ -134,6 +134,18 @@ ALLOCATOR = "PYTORCH_CUDA_ALLOC_CONF"
 EXPANDABLE = "expandable_segments:True"
 
 
+def split_env(argv: Sequence[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """A command's ``env NAME=VALUE …`` prefix (the variables, in order) and the command after it."""
+    rest = list(argv)
+    env: list[tuple[str, str]] = []
+    if rest[:1] == ["env"]:
+        rest.pop(0)
+        while rest and "=" in rest[0] and not rest[0].startswith("-"):
+            name, _, value = rest.pop(0).partition("=")
+            env.append((name, value))
+    return env, rest
+
+
 @dataclass(frozen=True, slots=True)
 class TuneCommand:
     """``[env VAR=value …] tune run [torchrun flags] <recipe> --config <config> [~key …] [key=value …]``."""
@@ -164,13 +176,7 @@ class TuneCommand:
     @classmethod
     def parse(cls, argv: Sequence[str]) -> TuneCommand:
         """The parts of a command; :class:`LaunchError` for one that is not ``tune run`` in this shape."""
-        rest = list(argv)
-        env = []
-        if rest[:1] == ["env"]:
-            rest.pop(0)
-            while rest and "=" in rest[0] and not rest[0].startswith("-"):
-                name, _, value = rest.pop(0).partition("=")
-                env.append((name, value))
+        env, rest = split_env(argv)
         if rest[:2] != ["tune", "run"]:
             raise LaunchError(f"the command is tune run, not {' '.join(rest[:2])}")
         rest = rest[2:]
@@ -627,13 +633,7 @@ class TitanCommand:
     def parse(cls, argv: Sequence[str]) -> TitanCommand:
         """The parts of a command; :class:`LaunchError` for one that is not ``torchrun … -m <module> …``. A flag
         takes the next item as its value unless that item is a flag."""
-        rest = list(argv)
-        env = []
-        if rest[:1] == ["env"]:
-            rest.pop(0)
-            while rest and "=" in rest[0] and not rest[0].startswith("-"):
-                name, _, value = rest.pop(0).partition("=")
-                env.append((name, value))
+        env, rest = split_env(argv)
         if rest[:1] != ["torchrun"] or "-m" not in rest:
             raise LaunchError("the command is torchrun … -m <module> …")
         split = rest.index("-m")
@@ -1115,13 +1115,7 @@ class HfCommand:
     @classmethod
     def parse(cls, argv: Sequence[str]) -> HfCommand:
         """The parts of a command; :class:`LaunchError` for one that is not ``accelerate launch … -m <module> …``."""
-        rest = list(argv)
-        env = []
-        if rest[:1] == ["env"]:
-            rest.pop(0)
-            while rest and "=" in rest[0] and not rest[0].startswith("-"):
-                name, _, value = rest.pop(0).partition("=")
-                env.append((name, value))
+        env, rest = split_env(argv)
         if rest[:2] != ["accelerate", "launch"] or "-m" not in rest:
             raise LaunchError("the command is accelerate launch … -m <module> …")
         split = rest.index("-m")
@@ -1641,11 +1635,7 @@ class LitgptRelease:
     def problems(self, argv: Sequence[str], files: Sequence[tuple[str, str]]) -> list[str]:
         """What lit-gpt at this commit would refuse in ``argv`` and its wrapper, or silently not read: a constant the
         script does not have, a flag ``setup`` does not take, a value it refuses, a model it has no config of."""
-        rest = list(argv)
-        if rest[:1] == ["env"]:
-            rest.pop(0)
-            while rest and "=" in rest[0] and not rest[0].startswith("-"):
-                rest.pop(0)
+        _, rest = split_env(argv)
         if rest[:2] != ["python", LIT_WRAPPER] or LIT_WRAPPER not in dict(files):
             return [f"the command is python {LIT_WRAPPER} with that file beside it"]
         try:
@@ -1921,11 +1911,7 @@ class UnslothRelease:
     def problems(self, argv: Sequence[str], files: Sequence[tuple[str, str]]) -> list[str]:
         """What the script would pass on unread or refuse: a keyword none of the called function's lists names, an
         ``optim`` or ``use_gradient_checkpointing`` value the release does not take, a call missing."""
-        rest = list(argv)
-        if rest[:1] == ["env"]:
-            rest.pop(0)
-            while rest and "=" in rest[0] and not rest[0].startswith("-"):
-                rest.pop(0)
+        _, rest = split_env(argv)
         if rest != ["python", UNSLOTH_SCRIPT] or UNSLOTH_SCRIPT not in dict(files):
             return [f"the command is python {UNSLOTH_SCRIPT} with that file beside it"]
         try:
