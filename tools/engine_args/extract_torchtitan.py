@@ -137,8 +137,8 @@ def _feed_forward(dim: int, multiple_of: int, multiplier: float | None) -> int:
 
 
 def _architecture(args: dict[str, Any], fields: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """What a dense flavor builds, in the names of ``recommendations.training_launch.TITAN_ARCHITECTURE``; None for a
-    mixture of experts (args with ``moe_args`` and no ``moe_enabled``, or ``moe_enabled`` true)."""
+    """What a dense flavor builds, in the names of ``recommendations.training_launch.torchtitan.TITAN_ARCHITECTURE``;
+    None for a mixture of experts (args with ``moe_args`` and no ``moe_enabled``, or ``moe_enabled`` true)."""
     if args.get("moe_enabled", "moe_args" in fields):
         return None
     heads = args["n_heads"]
