@@ -11,8 +11,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from catalog.management.commands.loadprices import prices_load, prices_read
 from catalog.models import Configuration, Price, PriceKind, price_is_stale
+from catalog.prices import prices_load, prices_read
 from catalog.services import CatalogDataError, configuration_update
 
 TODAY = date(2026, 12, 2)

@@ -1,7 +1,7 @@
 """``manage.py loadcatalog [--path DIR] [--dry-run] [--prune] [--keep-edits]``: load or refresh the catalog.
 
 A thin adapter over :func:`catalog.services.catalog_load_path`, then the folder's prices.json
-(:func:`catalog.management.commands.loadprices.prices_load_path`), in one transaction; running it twice
+(:func:`catalog.prices.prices_load_path`), in one transaction; running it twice
 changes nothing. ``--keep-edits`` (what ``make run`` uses) loads an empty catalog but never overwrites a
 loaded one: it reports what the files would change, so edits made in the admin survive a restart.
 """
@@ -14,9 +14,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from catalog.models import Accelerator
+from catalog.prices import PriceReport, prices_load_path
 from catalog.services import DEFAULT_CATALOG_DIR, CatalogDataError, LoadReport, catalog_load_path
-
-from .loadprices import PriceReport, prices_load_path
 
 
 def catalog_and_prices_load(path: str, *, dry_run: bool, prune: bool) -> tuple[LoadReport, PriceReport | None]:
