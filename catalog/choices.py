@@ -42,3 +42,9 @@ MEMORY_BANDS_GB: tuple[tuple[str, str, int, int | None], ...] = (
     ("80-160", "80–159 GB", 80, 160),
     ("160plus", "160 GB and more", 160, None),
 )
+
+
+class PriceKind(models.TextChoices):
+    ON_DEMAND = "on_demand", "on-demand"
+    SPOT = "spot", "spot"
+    RESERVED_1Y = "reserved_1y", "1-year reserved"

@@ -16,7 +16,7 @@ from django.db.models import Case, ExpressionWrapper, F, OuterRef, Q, Subquery, 
 from django.db.models.functions import Cast, Floor
 from django.utils.functional import cached_property
 
-from .choices import ConfigurationKind, CpuArchitecture, ProbeKind, VendorSlug
+from .choices import ConfigurationKind, CpuArchitecture, PriceKind, ProbeKind, VendorSlug
 from .units import UnitError, driver_branch, driver_branch_key_range, version_key
 from .usable import (
     DERIVATION_RULES,
@@ -33,12 +33,6 @@ PRICE_STALE_AFTER_DAYS = 90
 def price_is_stale(read_on: date, today: date) -> bool:
     """Whether a price read on ``read_on`` is too old to quote as today's: more than 90 days before ``today``."""
     return (today - read_on).days > PRICE_STALE_AFTER_DAYS
-
-
-class PriceKind(models.TextChoices):
-    ON_DEMAND = "on_demand", "on-demand"
-    SPOT = "spot", "spot"
-    RESERVED_1Y = "reserved_1y", "1-year reserved"
 
 
 @dataclass(frozen=True)

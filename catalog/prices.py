@@ -28,7 +28,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from catalog.models import Configuration, Price, PriceKind, price_is_stale
+from catalog.choices import PriceKind
+from catalog.models import Configuration, Price, price_is_stale
 from catalog.services import DEFAULT_CATALOG_DIR, CatalogDataError, configuration_update
 
 PRICES_FILE = "prices.json"

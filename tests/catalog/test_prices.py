@@ -11,7 +11,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from catalog.models import Configuration, Price, PriceKind, price_is_stale
+from catalog.choices import PriceKind
+from catalog.models import Configuration, Price, price_is_stale
 from catalog.prices import prices_load, prices_read
 from catalog.services import CatalogDataError, configuration_update
 
