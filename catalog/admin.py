@@ -39,10 +39,8 @@ from .models import (
     Vendor,
     price_is_stale,
 )
-from .units import UnitError, driver_branch, format_bytes, parse_driver_branch
+from .units import HOURS_PER_MONTH, UnitError, driver_branch, format_bytes, parse_driver_branch
 from .usable import UsableMemory
-
-HOURS_PER_MONTH = 730  # the AWS Pricing Calculator's month (recommendations.recommend.HOURS_PER_MONTH)
 
 
 def _memory(value: int | None) -> str:

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import re
 
+#: Hours in a month, as the AWS Pricing Calculator counts them: "The Calculator assumes 730 hours in a month,
+#: (365 days in a year x 24 hours in a day / 12 months in year)" (https://aws.amazon.com/calculator/calculator-assumptions).
+HOURS_PER_MONTH = 730
+
 UNITS: dict[str, int] = {
     "b": 1,
     "kb": 10**3,

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from budgets.engine import Budget, Workload
 from catalog import compat
+from catalog.units import HOURS_PER_MONTH
 from measurements.calibration import (
     LATENCY_VIEW,
     CalibrationRecord,
@@ -79,11 +80,6 @@ class EvidenceInfo:
     measurements: tuple[dict[str, Any], ...]  # {"measurement", "order", "job", "configuration", "view"} each
     correction: str  # how the per-device need was corrected, or why it was not
     usable_source: str  # where the usable memory figure comes from
-
-
-#: Hours in a month, as the AWS Pricing Calculator counts them: "The Calculator assumes 730 hours in a month,
-#: (365 days in a year x 24 hours in a day / 12 months in year)" (https://aws.amazon.com/calculator/calculator-assumptions).
-HOURS_PER_MONTH = 730
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,9 +16,10 @@ from django.core.management import call_command
 
 from budgets.engine import Workload
 from catalog.models import Configuration, Price
+from catalog.units import HOURS_PER_MONTH
 from recommendations.management.commands.recommend import render_table
 from recommendations.plans import ConfigurationView
-from recommendations.recommend import HOURS_PER_MONTH, recommend
+from recommendations.recommend import recommend
 from recommendations.views_data import configuration_views
 from tests.recommendations.catalog_views import llama70b, view
 from tests.recommendations.test_api import LLAMA_70B, by_slug
