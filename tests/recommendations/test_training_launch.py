@@ -55,9 +55,30 @@ RUNNABLE = (Verdict.FITS, Verdict.TIGHT)
 VIEWS = {view.slug: view for view in fixture_views()}
 
 
+def _on(framework: str, data: dict[str, Any]) -> Workload:
+    """``data`` with ``training.framework`` set to ``framework``, validated."""
+    return Workload.model_validate({**data, "training": {**data.get("training", {}), "framework": framework}})
+
+
+def _built(
+    framework: str,
+    preset: str,
+    length: int,
+    precision: dict[str, Any] | None = None,
+    runtime: dict[str, Any] | None = None,
+    **training: Any,
+) -> Workload:
+    """A training workload of ``preset`` on ``framework``: micro batch 2 of ``length`` tokens unless ``training``
+    says otherwise, pure bf16 unless ``precision`` does, and the ZeRO stage a ``cpu_offload`` needs (the schema's)."""
+    zero = {"parameters": 3, "optimizer": 1}.get(training.get("cpu_offload", ""), 0)
+    return _on(framework, {"task": "training", "model": {"preset": preset}, "runtime": runtime or {},
+                           "precision": precision or {"weights": "bf16", "gradients": "bf16"},
+                           "parallelism": {"zero_stage": zero},
+                           "training": {"micro_batch_size": 2, "sequence_length": length, **training}})  # fmt: skip
+
+
 def _torchtune(data: dict[str, Any]) -> Workload:
-    training = {**data.get("training", {}), "framework": "torchtune"}
-    return Workload.model_validate({**data, "training": training})
+    return _on("torchtune", data)
 
 
 def _example(path: Path) -> Workload:
@@ -75,10 +96,7 @@ def _budget(workload: Workload, plan: Plan, slug: str, usable: int):
 
 def _workload(preset: str = "llama-3.2-1b", **training: Any) -> Workload:
     """A workload torchtune runs as budgeted: one dtype throughout (no master copy), full or no recomputation."""
-    zero = {"parameters": 3, "optimizer": 1}.get(training.get("cpu_offload", ""), 0)  # the offload's (the schema's)
-    return _torchtune({"task": "training", "model": {"preset": preset},
-                       "precision": {"weights": "bf16", "gradients": "bf16"}, "parallelism": {"zero_stage": zero},
-                       "training": {"micro_batch_size": 2, "sequence_length": 1024, **training}})  # fmt: skip
+    return _built("torchtune", preset, 1024, **training)
 
 
 def test_the_fixture_is_the_pinned_release_read_from_its_wheel() -> None:
@@ -364,18 +382,12 @@ def test_a_torchtune_recommendation_carries_its_launch_in_the_answer() -> None:
 
 
 def _titan(data: dict[str, Any]) -> Workload:
-    training = {**data.get("training", {}), "framework": "torchtitan"}
-    return Workload.model_validate({**data, "training": training})
+    return _on("torchtitan", data)
 
 
 def _titan_workload(preset: str = "llama-3.1-8b", precision: dict[str, Any] | None = None, **training: Any) -> Workload:
     """A workload torchtitan runs as budgeted under FSDP: pure bf16 unless ``precision`` says otherwise."""
-    runtime = training.pop("runtime", {})
-    zero = {"parameters": 3, "optimizer": 1}.get(training.get("cpu_offload", ""), 0)  # the offload's (the schema's)
-    return _titan({"task": "training", "model": {"preset": preset},
-                   "precision": precision or {"weights": "bf16", "gradients": "bf16"}, "runtime": runtime,
-                   "parallelism": {"zero_stage": zero},
-                   "training": {"micro_batch_size": 2, "sequence_length": 2048, **training}})  # fmt: skip
+    return _built("torchtitan", preset, 2048, precision, **training)
 
 
 def _titan_args(launch) -> dict[str, str | None]:
@@ -632,18 +644,12 @@ HF_WHEELS = {
 
 
 def _hf(data: dict[str, Any]) -> Workload:
-    training = {**data.get("training", {}), "framework": "transformers"}
-    return Workload.model_validate({**data, "training": training})
+    return _on("transformers", data)
 
 
 def _hf_workload(preset: str = "llama-3.2-1b", precision: dict[str, Any] | None = None, **training: Any) -> Workload:
     """A workload the HF Trainer runs as budgeted: pure bf16 unless ``precision`` says otherwise."""
-    runtime = training.pop("runtime", {})
-    zero = {"parameters": 3, "optimizer": 1}.get(training.get("cpu_offload", ""), 0)  # the offload's (the schema's)
-    return _hf({"task": "training", "model": {"preset": preset},
-                "precision": precision or {"weights": "bf16", "gradients": "bf16"}, "runtime": runtime,
-                "parallelism": {"zero_stage": zero},
-                "training": {"micro_batch_size": 2, "sequence_length": 1024, **training}})  # fmt: skip
+    return _built("transformers", preset, 1024, precision, **training)
 
 
 def _config(launch) -> dict[str, Any]:
@@ -907,16 +913,15 @@ def test_a_transformers_recommendation_carries_its_command_and_config_file() -> 
 
 
 def _lit(data: dict[str, Any]) -> Workload:
-    return Workload.model_validate({**data, "training": {**data.get("training", {}), "framework": "litgpt"}})
+    return _on("litgpt", data)
 
 
 def _lit_workload(
     preset: str = "llama-2-7b", weights: str = "bf16", runtime: dict[str, Any] | None = None, **training: Any
 ) -> Workload:
     """A workload lit-gpt runs as budgeted on one device: one dtype throughout, no recomputation."""
-    return _lit({"task": "training", "model": {"preset": preset}, "runtime": runtime or {},
-                 "precision": {"weights": weights, "compute": "bf16", "gradients": "bf16"},
-                 "training": {"micro_batch_size": 2, "sequence_length": 1024, **training}})  # fmt: skip
+    precision = {"weights": weights, "compute": "bf16", "gradients": "bf16"}
+    return _built("litgpt", preset, 1024, precision, runtime, **training)
 
 
 def _lit_offloaded() -> Workload:
@@ -1049,14 +1054,12 @@ def test_a_renamed_litgpt_constant_flag_or_value_is_a_problem() -> None:
 
 
 def _unsloth(data: dict[str, Any]) -> Workload:
-    return Workload.model_validate({**data, "training": {**data.get("training", {}), "framework": "unsloth"}})
+    return _on("unsloth", data)
 
 
 def _unsloth_workload(preset: str = "qwen2.5-7b", weights: str = "bf16", **training: Any) -> Workload:
-    return _unsloth({"task": "training", "model": {"preset": preset},
-                     "precision": {"weights": weights, "compute": "bf16", "gradients": "bf16"},
-                     "training": {"micro_batch_size": 2, "sequence_length": 2048, "method": "lora",
-                                  **training}})  # fmt: skip
+    precision = {"weights": weights, "compute": "bf16", "gradients": "bf16"}
+    return _built("unsloth", preset, 2048, precision, **{"method": "lora", **training})
 
 
 def _calls(script: str) -> dict[str, dict[str, Any]]:
