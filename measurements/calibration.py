@@ -229,6 +229,14 @@ class EvidenceIndex:
             {k: tuple(v) for k, v in by_configuration.items()}, {k: tuple(v) for k, v in by_architecture.items()}
         )
 
+    def level(self, configuration: str, architecture: str) -> EvidenceLevel:
+        """``pick``'s level alone, without the records' sentence (what a ranking bound needs of every configuration)."""
+        if self.by_configuration.get(configuration):
+            return EvidenceLevel.MEASURED_HERE
+        if self.by_architecture.get(architecture):
+            return EvidenceLevel.MEASURED_ARCHITECTURE
+        return EvidenceLevel.ESTIMATE_ONLY
+
     def pick(self, configuration: str, architecture: str) -> Evidence:
         """The best evidence for the workload on ``configuration`` (of ``architecture``)."""
         here = self.by_configuration.get(configuration, ())

@@ -15,6 +15,7 @@ Which configurations are considered at all is the caller's ``Filters`` (vendor, 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
@@ -57,6 +58,24 @@ def rank_key(entry: Entry) -> tuple[object, ...]:
         entry.configuration["device_count"],
         wasted_bytes(entry),
         entry.configuration["slug"],
+    )
+
+
+def best_possible_key(view: ConfigurationView, evidence_level: int) -> tuple[object, ...]:
+    """A bound below ``rank_key`` of any entry ``view`` can give, known before its plans are searched: the best
+    verdict (``fits``, nothing over), the evidence it has, the cheapest price basis its offer allows (0 USD per
+    million tokens for a priced configuration; "no price" for the rest), and no memory wasted. Every part of
+    the real key is at least this one's, so a configuration whose bound ranks after a full page's last entry
+    cannot enter the page (``Recommender._judged_for_page``)."""
+    price_rank = 0 if view.hourly_price_usd is not None else 2
+    return (
+        VERDICT_ORDER[Verdict.FITS],
+        0.0,
+        -evidence_level,
+        (price_rank, 0.0),
+        view.device_count,
+        -math.inf,
+        view.slug,
     )
 
 

@@ -10,9 +10,10 @@ the latency), the roofline latency and the cost. Then ``ranking``.
 
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any, NamedTuple
 
@@ -32,7 +33,7 @@ from measurements.calibration import (
 
 from .launch import Launch, launch_for
 from .plans import ConfigurationView, Plan
-from .ranking import rank_key
+from .ranking import best_possible_key, rank_key
 from .settings import Variants, suggested_settings
 from .training_launch import training_launch
 from .verdicts import (
@@ -58,11 +59,35 @@ class Calibration:
     corrections: Mapping[GroupKey, Correction]
     workload: WorkloadSummary
     evidence: EvidenceIndex  # the records of similar workloads, for each configuration's evidence
+    # each configuration's evidence as the entries show it, made once per (slug, architecture): a calibration is kept
+    # across requests (``recommendations.services``), and its evidence does not change while it is
+    _shown: dict[tuple[str, str], tuple[EvidenceLevel, str, tuple[dict[str, Any], ...]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @classmethod
     def build(cls, records: Iterable[CalibrationRecord], workload: WorkloadSummary) -> Calibration:
         kept = tuple(records)
         return cls(kept, build_calibration(kept), workload, EvidenceIndex.build(kept, workload))
+
+    def evidence_shown(self, slug: str, architecture: str) -> tuple[EvidenceLevel, str, tuple[dict[str, Any], ...]]:
+        """The evidence of a configuration as an entry shows it: its level, sentence and measurements."""
+        key = (slug, architecture)
+        found = self._shown.get(key)
+        if found is None:
+            picked = self.evidence.pick(slug, architecture)
+            measurements = tuple(
+                {
+                    "measurement": r.measurement_id,
+                    "order": r.order_id,
+                    "job": r.job_id,
+                    "configuration": r.configuration,
+                    "view": r.view,
+                }
+                for r in picked.records
+            )
+            found = self._shown.setdefault(key, (picked.level, picked.sentence, measurements))
+        return found
 
     def corrections_for(self, architecture: str, view: str) -> Corrections:
         engine, task = self.workload.engine, self.workload.task
@@ -168,18 +193,8 @@ def _evidence(view: ConfigurationView, calibration: Calibration | None, outcome:
         level = EvidenceLevel.ESTIMATE_ONLY
         sentence = "Estimate only: no calibration given."
         return EvidenceInfo(level, level.label, sentence, (), correction, view.usable_source)
-    found = calibration.evidence.pick(view.slug, view.architecture)
-    measurements = tuple(
-        {
-            "measurement": r.measurement_id,
-            "order": r.order_id,
-            "job": r.job_id,
-            "configuration": r.configuration,
-            "view": r.view,
-        }
-        for r in found.records
-    )
-    return EvidenceInfo(found.level, found.level.label, found.sentence, measurements, correction, view.usable_source)
+    level, sentence, measurements = calibration.evidence_shown(view.slug, view.architecture)
+    return EvidenceInfo(level, level.label, sentence, measurements, correction, view.usable_source)
 
 
 def _cost(view: ConfigurationView, latency: LatencyFigures | None) -> CostFigures | None:
@@ -268,20 +283,36 @@ class Recommender:
         self, views: Sequence[ConfigurationView], calibration: Calibration | None, top: int | None
     ) -> list[_Judged]:
         """What ranking the first ``top`` needs: every configuration judged; or, when at least ``top`` of them
-        run the workload, those only. ``rank_key`` puts every configuration that runs before any that does
-        not, so the page is the same, and the closest plans of the rest (most of a large model's budgets) are
-        never searched."""
+        run the workload, the runnable ones that can rank among the first ``top``. ``rank_key`` puts every
+        configuration that runs before any that does not, so the page is the same, and the closest plans of the
+        rest (most of a large model's budgets) are never searched. Configurations are tried best bound first
+        (``best_possible_key``: evidence, then priced before unpriced); once ``top`` run, one whose bound ranks
+        after the ``top``-th key found is not searched, nor is any after it."""
+        if top == 0:
+            return []
         if top is not None:
             base = self.variants.base
-            runnable = []
-            for view in views:
+            runnable: list[_Judged] = []
+            page: list[tuple[object, ...]] = []  # the best ``top`` keys found so far, in order
+            bounds = [(best_possible_key(v, self._evidence_level(v, calibration)), v) for v in views]
+            bounded = sorted(bounds, key=lambda pair: pair[0])
+            for bound, view in bounded:
+                if len(page) >= top and page[top - 1] < bound:
+                    break
                 corrections = self._corrections(view, calibration)
                 outcome = judge_runnable(view, base, corrections, self.requirements)
                 if outcome is not None:
-                    runnable.append(self._entry(view, calibration, corrections, outcome))
+                    judged = self._entry(view, calibration, corrections, outcome)
+                    runnable.append(judged)
+                    bisect.insort(page, rank_key(judged.entry))
+                    del page[top:]
             if len(runnable) >= top:
                 return runnable
         return [self.judge(view, calibration) for view in views]
+
+    @staticmethod
+    def _evidence_level(view: ConfigurationView, calibration: Calibration | None) -> int:
+        return int(calibration.evidence.level(view.slug, view.architecture)) if calibration else 0
 
     def _corrections(self, view: ConfigurationView, calibration: Calibration | None) -> Corrections:
         return calibration.corrections_for(view.architecture, self.view_name) if calibration else Corrections()

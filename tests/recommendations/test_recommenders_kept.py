@@ -100,3 +100,46 @@ def test_a_page_of_configurations_that_run_is_the_full_rankings_first_page(path:
         assert _answers(recommend(workload, views, top=top, recommender=recommender)) == fresh[:top], top
         closest_searched = any(key[0] == "outcome" for key in recommender.variants.base._memo)
         assert closest_searched == (running < top and short), top
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_a_page_with_evidence_searches_only_what_can_rank_on_it_and_is_the_full_rankings_first_page(
+    path: Path,
+) -> None:
+    """Measured configurations rank before estimated ones and priced before unpriced (``ranking``), so a page is
+    ranked without searching the plans of a configuration whose best possible key ranks after the page's last
+    entry: with evidence on some architectures, every page is still the full ranking's first entries."""
+    from measurements.calibration import CalibrationRecord
+    from measurements.evidence import workload_summary
+    from recommendations.recommend import Calibration
+
+    description = json.loads(path.read_text())
+    workload = Workload.model_validate(description)
+    views = fixture_views()
+    measured = [v for v in views if v.accelerator_name][::9]  # evidence on a spread of configurations
+    summary = workload_summary(description)
+    records = [
+        CalibrationRecord(
+            measurement_id=i + 1,
+            order_id=i + 1,
+            job_id=i + 1,
+            configuration=v.slug,
+            architecture=v.architecture,
+            view="device_used",
+            measured=2**30,
+            estimated=2**30,
+            estimated_low=None,
+            estimated_high=None,
+            workload=summary,
+        )
+        for i, v in enumerate(measured)
+    ]
+    calibration = Calibration.build(records, summary)
+    full_recommender = Recommender(workload)
+    fresh = _answers(recommend(workload, views, calibration=calibration, recommender=full_recommender))
+    assert {entry["evidence"]["level"] for entry in fresh} >= {"measured_here", "measured_architecture"}
+    for top in (1, 5, 10):
+        recommender = Recommender(workload)
+        page = _answers(recommend(workload, views, calibration=calibration, top=top, recommender=recommender))
+        assert page == fresh[:top], top
+        assert recommender.variants.base.budgets_computed <= full_recommender.variants.base.budgets_computed
