@@ -198,6 +198,19 @@ def test_clearing_the_cache_leaves_the_brokers_keys_alone() -> None:
     client.delete(foreign)
 
 
+@pytest.mark.services
+def test_the_cache_keeps_one_redis_client_and_it_works_from_many_threads() -> None:
+    """Django builds a ``redis.Redis`` per cache call; this cache keeps one per connection pool, shared by threads."""
+    _broker_redis()
+    clients = {id(cache._cache.get_client(None)), id(cache._cache.get_client("k", write=True))}
+    assert len(clients) == 1
+    keys = [f"kept-{uuid.uuid4().hex}-{n}" for n in range(64)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda k: cache.set(k, k, 60), keys))
+        assert list(pool.map(cache.get, keys)) == keys
+    cache.delete_many(keys)
+
+
 # --- the counter itself, on both kinds of cache ------------------------------------------------------------
 
 

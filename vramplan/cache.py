@@ -9,13 +9,17 @@ job message and kombu's queue bindings; this one deletes only the keys under its
 ``INCR``): a key that expires between them comes back from ``INCR`` without a time to live, and a count that
 never expires refuses its user for good. ``peek_in_window`` reads a count without adding to it;
 ``uncount_in_window`` takes one back (a job start that started nothing).
+
+Django makes a new Redis client object for every call; this one keeps one per connection pool.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
+from django.core.cache.backends.redis import RedisCacheClient
 
 _GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 
@@ -46,8 +50,32 @@ return 0
 """
 
 
+class _KeptClients(RedisCacheClient):
+    """Django's Redis client maker, keeping one ``redis.Redis`` per connection pool: Django builds a new one for
+    every cache call (``get_client``), each building its table of response callbacks anew, and a recommendation
+    request (throttled, counted one at a time) makes five calls. A ``redis.Redis`` is safe to share between threads
+    (it takes a connection from its pool per command), and its pool notices a fork. ``_get_connection_pool`` and
+    ``_client`` are Django's own (django/core/cache/backends/redis.py), not in its type stubs."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._clients: dict[int, Any] = {}
+
+    def get_client(self, key: Any = None, *, write: bool = False) -> Any:
+        pool = self._get_connection_pool(write)  # type: ignore[attr-defined]  # kept by Django, one per server
+        client = self._clients.get(id(pool))
+        if client is None:
+            client = self._clients.setdefault(id(pool), self._client(connection_pool=pool))  # type: ignore[attr-defined]
+        return client
+
+
 class RedisCache(DjangoRedisCache):
-    """Django's Redis cache whose ``clear()`` removes this cache's keys only (``KEY_PREFIX:*``)."""
+    """Django's Redis cache whose ``clear()`` removes this cache's keys only (``KEY_PREFIX:*``), with its clients
+    kept (``_KeptClients``)."""
+
+    def __init__(self, server: str, params: dict[str, Any]) -> None:
+        super().__init__(server, params)
+        self._class = _KeptClients
 
     def clear(self) -> None:
         if not self.key_prefix:
