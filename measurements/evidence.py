@@ -14,6 +14,7 @@ from django.db import IntegrityError, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from budgets.engine import Workload as WorkloadSpec
 from budgets.engine.budget import Budget, read_stored_budget
 from budgets.services import workload_validate
 from catalog.models import Configuration, Node
@@ -297,7 +298,11 @@ def _architecture_slug(configuration: Configuration) -> str:
 
 def workload_summary(description: dict[str, Any]) -> calibration.WorkloadSummary:
     """What makes two stored workloads similar (``calibration.similar_workload``), from a description."""
-    spec = workload_validate(description)
+    return summary_of(workload_validate(description), description)
+
+
+def summary_of(spec: WorkloadSpec, description: dict[str, Any]) -> calibration.WorkloadSummary:
+    """``workload_summary`` of a workload already validated (``spec``) from ``description``."""
     precision = spec.precision.weights
     if spec.task == "custom":
         assert spec.custom is not None

@@ -20,6 +20,7 @@ from .evidence import (
     order_decide,
     review_uploads,
     stored_budget,
+    summary_of,
     trusted_measurements,
     workload_summary,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "set_job_sender",
     "stale_after_s",
     "stored_budget",
+    "summary_of",
     "trusted_measurements",
     "upload_token_refusal",
     "validation_message",

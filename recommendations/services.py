@@ -32,7 +32,7 @@ from budgets.services import budget_compute, workload_validate
 from catalog.selectors import catalog_version
 from measurements.calibration import CalibrationRecord, WorkloadSummary
 from measurements.models import Measurement, MeasurementReview
-from measurements.services import calibration_records, trusted_measurements, workload_summary
+from measurements.services import calibration_records, summary_of, trusted_measurements
 
 from .document import RecommendationDocument, RecommendationsDocument, RecommendedWorkloadDocument
 from .plans import ConfigurationView
@@ -321,7 +321,7 @@ def calibration_for(spec: WorkloadSpec, views: Iterable[ConfigurationView], user
     workload summary, for as long as they are kept (``acceptance_records``).
     """
     records, kept = _records_kept(tuple(views), user)
-    summary = workload_summary(spec.model_dump(mode="json", exclude_none=False))
+    summary = summary_of(spec, spec.model_dump(include={"model", "custom"}, mode="json", exclude_none=False))
     calibration = _records_cache.calibration(kept, summary) if kept is not None else None
     if calibration is None:
         calibration = Calibration.build(records, summary)
