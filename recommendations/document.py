@@ -34,6 +34,10 @@ class _Document(BaseModel):
         """The JSON-ready dict: what was set (an optional setting a configuration does not have is left out)."""
         return self.model_dump(mode="json", exclude_unset=True)
 
+    def dump_json(self) -> bytes:
+        """``dump()`` encoded as JSON (UTF-8), in one step."""
+        return self.__pydantic_serializer__.to_json(self, exclude_unset=True)
+
 
 D = TypeVar("D", bound=_Document)
 

@@ -364,13 +364,26 @@ def verdict_for(workload_spec: WorkloadSpec, configuration_slug: str, user: Any 
     return entry
 
 
-def recommendations_payload(
-    workload_spec: WorkloadSpec, entries: Iterable[Entry], workload_id: int | None = None
-) -> dict[str, Any]:
-    """The answer of the API and of ``manage.py recommend --format json``."""
+def _recommendations_document(
+    workload_spec: WorkloadSpec, entries: Iterable[Entry], workload_id: int | None
+) -> RecommendationsDocument:
     return RecommendationsDocument.model_construct(
         workload=RecommendedWorkloadDocument.model_construct(
             id=workload_id, name=workload_spec.name, description=workload_spec.model_dump(mode="json")
         ),
         recommendations=[RecommendationDocument.of(entry) for entry in entries],
-    ).dump()
+    )
+
+
+def recommendations_payload(
+    workload_spec: WorkloadSpec, entries: Iterable[Entry], workload_id: int | None = None
+) -> dict[str, Any]:
+    """The answer of the API and of ``manage.py recommend --format json``."""
+    return _recommendations_document(workload_spec, entries, workload_id).dump()
+
+
+def recommendations_json(
+    workload_spec: WorkloadSpec, entries: Iterable[Entry], workload_id: int | None = None
+) -> bytes:
+    """``recommendations_payload`` encoded as JSON (UTF-8) by the document's own serializer: what the API sends."""
+    return _recommendations_document(workload_spec, entries, workload_id).dump_json()

@@ -190,6 +190,8 @@ REST_FRAMEWORK = {
         "vramplan.parsers.NulSafeFormParser",
         "vramplan.parsers.NulSafeMultiPartParser",
     ],
+    # JSON as DRF renders it, except an answer already encoded (vramplan.renderers.EncodedJSON) is sent as it is
+    "DEFAULT_RENDERER_CLASSES": ["vramplan.renderers.JSONRenderer", "rest_framework.renderers.BrowsableAPIRenderer"],
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
         "vramplan.ordering.NullsLastOrderingFilter",  # unpriced configurations last, either direction

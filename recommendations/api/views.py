@@ -21,6 +21,7 @@ from budgets.models import Workload
 from budgets.services import workload_validate
 from vramplan.openapi import BAD_REQUEST, NOT_FOUND, RECOMMEND_THROTTLED, UNAUTHORIZED
 from vramplan.parsers import NulSafeJSONParser
+from vramplan.renderers import EncodedJSON
 from vramplan.throttling import RecommendThrottle, one_at_a_time, throttles
 
 from .. import services
@@ -63,7 +64,7 @@ class WorkloadRecommendationsView(APIView):
         spec = workload_validate(workload.description)
         with one_at_a_time(request, "recommendation"):
             entries = services.recommend_for(spec, user=request.user, **filters)
-        return Response(services.recommendations_payload(spec, entries, workload.pk))
+        return Response(EncodedJSON(services.recommendations_json(spec, entries, workload.pk)))
 
 
 class RecommendView(APIView):
@@ -85,4 +86,4 @@ class RecommendView(APIView):
         spec = workload_validate(request.data)
         with one_at_a_time(request, "recommendation"):
             entries = services.recommend_for(spec, user=request.user, **filters)
-        return Response(services.recommendations_payload(spec, entries))
+        return Response(EncodedJSON(services.recommendations_json(spec, entries)))
