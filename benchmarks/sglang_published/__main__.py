@@ -18,6 +18,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from benchmarks.gpu_published.pools import TARGET_GIB, TARGET_PCT, fmt, pool_error, startup_workload
 from budgets.engine import Workload, estimate
 from budgets.engine import sglang as rules
@@ -42,7 +44,8 @@ def workload(record: dict[str, Any]) -> Workload:
         inference["max_num_batched_tokens"] = record["chunked_prefill_size"]
     if record.get("page_size"):
         inference["kv_block_tokens"] = record["page_size"]
-    version = record.get("sglang_version") or ""
+    # a build that is no release gives the release series it belongs to as engine_release
+    version = record.get("engine_release") or record.get("sglang_version") or ""
     runtime = {"engine_version": version} if RELEASE.match(version) else None
     return startup_workload(
         record["id"], record["model"], record["precision"], record["tensor"], record["context_len"], inference, runtime
@@ -68,7 +71,20 @@ def printed_tokens(printed: dict[str, Any]) -> int | None:
     return None
 
 
+def refused(record: dict[str, Any]) -> str | None:
+    """Why the engine refuses the record's release (SGLang before 0.5.3: ``runtime.engine_version``), or None."""
+    try:
+        workload(record)
+    except ValidationError as exc:
+        return "; ".join(str(error["msg"]) for error in exc.errors())
+    return None
+
+
 def compare(record: dict[str, Any]) -> dict[str, Any]:
+    reason = refused(record)
+    if reason is not None:  # no budget: the engine says it does not model the release, not whether it starts
+        return {"id": record["id"], "round": record.get("round", 1), "holdout": record["holdout"],
+                "refused": reason, "printed_starts": record["printed"]["starts"]}  # fmt: skip
     w = workload(record)
     t = device_memory_bytes(record)
     plan = estimate(w, device_memory_bytes=t, device_name=record["device_name"]).serving
@@ -100,14 +116,18 @@ def compare(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def summary(rows: list[dict[str, Any]], label: str) -> str:
-    sized = [r for r in rows if "error_gib" in r]
+    budgeted = [r for r in rows if "refused" not in r]
+    sized = [r for r in budgeted if "error_gib" in r]
     within = sum(1 for r in sized if r["within"])
-    agree = sum(1 for r in rows if r["engine_starts"] == r["printed_starts"])
+    agree = sum(1 for r in budgeted if r["engine_starts"] == r["printed_starts"])
     errs = sorted(abs(r["error_pct"]) for r in sized)
+    median = fmt(errs[len(errs) // 2] if errs else None, ".1f")
+    refusals = len(rows) - len(budgeted)
     return (
         f"{label}: {len(rows)} records; KV pool within ±{TARGET_GIB:g} GiB or ±{TARGET_PCT:g} %: {within}/{len(sized)};"
-        f" starts agree: {agree}/{len(rows)}; median |error| {fmt(errs[len(errs) // 2] if errs else None, '.1f')} %;"
+        f" starts agree: {agree}/{len(budgeted)}; median |error| {median} %;"
         f" max |error| {fmt(errs[-1] if errs else None, '.1f')} %"
+        + (f"; release refused: {refusals}" if refusals else "")
     )
 
 
@@ -118,6 +138,10 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     )
     lines = [head]
     for r in rows:
+        if "refused" in r:
+            set_name = "holdout" if r["holdout"] else "tuning"
+            lines.append(f"{r['id']:<46}{r['round']:<4}{set_name:<9}  refused: {r['refused'][:110]}")
+            continue
         within = "—" if "within" not in r else ("yes" if r["within"] else "NO")
         lines.append(
             f"{r['id']:<46}{r['round']:<4}{'holdout' if r['holdout'] else 'tuning':<9}{r['mfs']:>6.3f}"
