@@ -50,8 +50,8 @@ class ConfigurationView:
 
     slug: str
     name: str
-    device_count: int  # devices in the node
-    nvlink_domain_size: int  # devices joined by NVLink/NVSwitch (1 = none)
+    device_count: int  # devices in the configuration, over all its nodes
+    nvlink_domain_size: int  # devices joined by NVLink/NVSwitch (1 = none): the scale-up domain (72 for an NVL72 rack)
     usable_bytes: int  # per device, bytes (host RAM for a CPU-only configuration)
     usable_basis: str  # "verified" | "observed" | "derived" | "marketed" | "host_ram" (catalog.usable)
     usable_source: str  # where the usable figure comes from, for a person
@@ -73,6 +73,9 @@ class ConfigurationView:
     host_ram_bytes: int | None = None  # per node, bytes
     disk_bytes: int | None = None  # per node, bytes
     max_devices_per_node: int = 8  # the accelerator's limit (for "more devices" suggestions)
+    node_count: int = 1  # machines the configuration spans (device_count is over all of them)
+    scale_out_fabric: str = ""  # the network between nodes, e.g. "InfiniBand NDR, one 400 Gb/s ConnectX-7 per GPU"
+    scale_out_gbps_per_device: float | None = None  # Gbit/s one way per GPU between nodes; None: one node
 
     def shape(self) -> tuple[Any, ...]:
         """Everything the plan search reads: configurations equal in these get the same plans and verdicts
@@ -89,7 +92,13 @@ class ConfigurationView:
             tuple(sorted(self.dense_tflops.items())),
             self.nvlink_bandwidth_gbps,
             self.max_devices_per_node,
+            self.node_count,
+            self.scale_out_gbps_per_device,
         )
+
+    @property
+    def devices_per_node(self) -> int:
+        return self.device_count // self.node_count
 
     @property
     def compute_capability(self) -> tuple[int, int] | None:
