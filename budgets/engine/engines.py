@@ -61,6 +61,10 @@ class ServingEngine:
     block_tokens: int = 16
     # why a runtime.engine_version cannot be budgeted (None: it can); None: every release is
     version_refusal: Callable[[str], str | None] | None = None
+    # runs a MoE model's experts split whole over devices with data-parallel attention (parallelism.expert): vLLM
+    # --enable-expert-parallel with --data-parallel-size (vllm/config/parallel.py), SGLang --ep-size with
+    # --enable-dp-attention (server_args.py)
+    expert_parallel: bool = False
 
     def default_utilization(self, version: str | None) -> float | None:
         return self.utilization(version or self.default_version or "")
@@ -90,6 +94,7 @@ ENGINES: dict[str, ServingEngine] = {
         need_view="vllm_need",
         default_version=vllm.DEFAULT_VLLM_VERSION,
         utilization=vllm.default_gpu_memory_utilization,
+        expert_parallel=True,
     ),
     # mem_fraction_static by GPU memory and parallelism (sglang.server_defaults), so no default here
     "sglang": ServingEngine(
@@ -105,6 +110,7 @@ ENGINES: dict[str, ServingEngine] = {
         own_settings=("cuda_graph_max_bs",),
         block_tokens=1,
         version_refusal=sglang.version_refusal,
+        expert_parallel=True,
     ),
     # the transformers profiles pick their own default release (profiles/transformers.py)
     "transformers": _generate_engine("transformers", "transformers", "dynamic"),

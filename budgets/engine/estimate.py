@@ -79,6 +79,7 @@ def estimate(
         par.data if training else 1,
         par.zero_stage if training else 0,
         par.sequence_parallel,
+        par.expert,
     )
     # every stage is budgeted; the busiest device is the one reported
     best: tuple[_Peaks, str] | None = None
@@ -187,6 +188,7 @@ def _stage_weights(
     if (
         stage.name == "only"
         and stage.tensor == 1
+        and stage.expert == 1
         and w.precision.weights in ("fp32", "bf16", "fp16")
         and not (w.model and w.model.weights_bytes)
     ):
@@ -210,7 +212,7 @@ def pool_cannot_hold(workload: Workload, device: Device) -> bool:
     spec, par = w.spec, w.parallelism
     pc = parameter_count(spec)
     total_params = (w.model.parameter_count if w.model else None) or pc.total
-    for stage in parallel.stages(spec, par.tensor, par.pipeline, 1, 0, par.sequence_parallel):
+    for stage in parallel.stages(spec, par.tensor, par.pipeline, 1, 0, par.sequence_parallel, par.expert):
         parameters = parallel.stage_parameters(spec, pc, stage, w.model.parameter_count if w.model else None)
         weights, _ = _stage_weights(w, stage, parameters, total_params)
         if vllm_pool_short(w, stage, device, weights.bytes):
@@ -468,6 +470,18 @@ def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, 
             out.append(f"pipeline 1F1B: the {stage_name} stage is the busiest")
     elif w.inference is not None:
         out.append(f"serving engine {w.inference.engine}, KV layout {w.inference.kv_cache_layout}")
+        par = w.parallelism
+        if par.expert > 1:
+            out.append(
+                f"expert parallel {par.expert}: {w.spec.num_experts // par.expert} whole routed experts per device, the"
+                f" attention, dense and shared-expert weights split by tensor {par.tensor} only"
+                + (
+                    " (replicated: data-parallel attention, each device serving its own sessions)"
+                    if par.tensor == 1
+                    else ""
+                )
+                + "; the experts' activations and the all-to-all buffers are budgeted as under tensor parallelism"
+            )
     if w.inference is None or not engine(w.inference.engine).preallocated_pool:
         _, version = profiles.workload_engine(w)
         out.extend(profiles.workload_profile(w).describe(version, w.task == "inference", w.spec.is_moe))

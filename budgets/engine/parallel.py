@@ -5,7 +5,10 @@ Tensor parallel t splits every matrix (and the vocabulary) t ways and the KV hea
 stage ceil(L/p) layers; the first stage also holds the input embedding and, under the 1F1B schedule,
 p micro-batches of activations in flight (Korthikanti et al. §4.2.3); the last stage holds the final
 norm, LM head and logits. Data parallel replicates unless ZeRO shards optimizer states (stage ≥ 1),
-gradients (≥ 2) and parameters (3) over the data-parallel degree (Rajbhandari et al. §5).
+gradients (≥ 2) and parameters (3) over the data-parallel degree (Rajbhandari et al. §5). Expert parallel e
+(serving) places whole routed experts, e/num_experts of them per device, instead of splitting each by the tensor degree
+(vLLM's FusedMoE with expert parallelism: ``determine_expert_map`` gives each EP rank num_experts / ep_size experts);
+the other weights stay split by the tensor degree.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class Stage:
     kv_heads: int  # KV heads per device
     heads: int  # attention heads per device
     first_layer: int = 0  # index of the stage's first decoder layer
+    expert: int = 1  # devices the routed experts are split over, whole experts each (1: split by the tensor degree)
 
     @property
     def zero_shards_optimizer(self) -> int:
@@ -61,7 +65,7 @@ class _Shared(TypedDict):
 
 @lru_cache(maxsize=1024)
 def stages(
-    spec: ModelSpec, tensor: int, pipeline: int, data: int, zero_stage: int, sequence_parallel: bool
+    spec: ModelSpec, tensor: int, pipeline: int, data: int, zero_stage: int, sequence_parallel: bool, expert: int = 1
 ) -> tuple[Stage, ...]:
     """The candidate busiest devices: the only stage, or the first and last pipeline stages (cached per split:
     a plan search asks for the same split of one model on every configuration)."""
@@ -75,7 +79,7 @@ def stages(
         "heads": heads_per_device(spec.num_attention_heads, tensor),
     }
     if pipeline == 1:
-        return (Stage("only", spec.num_layers, True, True, 1, **common),)
+        return (Stage("only", spec.num_layers, True, True, 1, **common, expert=expert),)
     last_layers = spec.num_layers - layers * (pipeline - 1)
     return (
         Stage("first", layers, True, False, pipeline, **common),
@@ -101,6 +105,9 @@ def stage_parameters(
     """
     per_layer = pc.layers_total / spec.num_layers
     layer_params = per_layer * stage.layers
+    if stage.expert > 1:  # whole experts over the expert degree, the rest of the layers over the tensor degree
+        experts = routed_expert_parameters(spec) * stage.layers / spec.num_layers
+        layer_params = (layer_params - experts) + experts * stage.tensor / stage.expert
     emb = pc.embedding if stage.holds_embedding else 0
     if stage.holds_head:
         head = pc.lm_head + pc.final_norm
@@ -111,3 +118,10 @@ def stage_parameters(
     scale = (total_override / pc.total) if total_override else 1.0
     t = stage.tensor
     return layer_params * scale / t, emb * scale / t, head * scale / t
+
+
+def routed_expert_parameters(spec: ModelSpec) -> int:
+    """Parameters of the routed experts of every MoE layer (the shared experts and the router not counted)."""
+    if not spec.is_moe:
+        return 0
+    return spec.num_moe_layers * spec.num_experts * spec.mlp_matrices * spec.hidden_size * spec.expert_intermediate_size

@@ -464,6 +464,15 @@ class ParallelismSpec(_Section):
     data: int = Field(1, ge=1, le=MAX_DEGREE)
     zero_stage: int = Field(0, ge=0, le=3, description="0-3; FSDP full sharding is stage 3")
     sequence_parallel: bool = False
+    expert: int = Field(
+        1,
+        ge=1,
+        le=MAX_DEGREE,
+        description="serving a mixture-of-experts model: the routed experts split over this many devices, whole"
+        " experts each (vLLM --enable-expert-parallel, SGLang --ep-size); every other weight is split by tensor only,"
+        " so with tensor 1 each device holds the attention and dense layers whole and serves its own sessions (data-"
+        "parallel attention: SGLang --enable-dp-attention, vLLM --data-parallel-size). Must divide the experts",
+    )
 
     @property
     def devices(self) -> int:
@@ -604,6 +613,21 @@ class Workload(_Section):
             )
         if par.pipeline > spec.num_layers:
             raise ValueError(f"parallelism.pipeline ({par.pipeline}) exceeds the model's {spec.num_layers} layers")
+        if par.expert > 1:
+            if not spec.is_moe:
+                raise ValueError("parallelism.expert needs a mixture-of-experts model (this one has no routed experts)")
+            if spec.num_experts % par.expert:
+                raise ValueError(
+                    f"parallelism.expert ({par.expert}) must divide the model's {spec.num_experts} routed experts"
+                )
+            runs_experts = self.inference is not None and ENGINES[self.inference.engine].expert_parallel
+            if self.task != "inference" or par.pipeline > 1 or not runs_experts:
+                raise ValueError(
+                    "parallelism.expert is budgeted for serving by an engine that runs it ("
+                    + ", ".join(sorted(name for name, e in ENGINES.items() if e.expert_parallel))
+                    + ") without pipeline stages (expert-parallel training and expert parallel across pipeline stages"
+                    " are not modelled): use task 'inference' and pipeline 1"
+                )
         if par.devices > 65_536:
             raise ValueError("tensor × pipeline × data must be at most 65536 devices")
         if self.task == "training":
