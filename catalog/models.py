@@ -13,7 +13,8 @@ from datetime import date
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Case, ExpressionWrapper, F, OuterRef, Q, Subquery, Value, When
-from django.db.models.functions import Cast, Floor
+from django.db.models.functions import Cast, Floor, Mod, NullIf
+from django.db.models.lookups import Exact
 from django.utils.functional import cached_property
 
 from .choices import ConfigurationKind, CpuArchitecture, PriceKind, ProbeKind, VendorSlug
@@ -330,7 +331,9 @@ class ConfigurationQuerySet(models.QuerySet):
 
 
 class Configuration(models.Model):
-    """An orderable machine: an accelerator × device count in a host with a driver (or a CPU-only host)."""
+    """An orderable machine: an accelerator × device count in a host with a driver (or a CPU-only host); or a
+    cluster of ``node_count`` such hosts joined by a scale-out network (``device_count`` is over all of them, the
+    host fields are per node)."""
 
     slug = models.SlugField(max_length=100, unique=True)
     name = models.CharField(max_length=160, unique=True)
@@ -338,9 +341,20 @@ class Configuration(models.Model):
     accelerator = models.ForeignKey(
         Accelerator, on_delete=models.PROTECT, related_name="configurations", null=True, blank=True
     )
-    device_count = models.PositiveSmallIntegerField(default=1)
+    device_count = models.PositiveSmallIntegerField(default=1, help_text="Devices over all the nodes.")
     nvlink_domain_size = models.PositiveSmallIntegerField(
-        default=1, help_text="Devices joined by NVLink/NVSwitch (1 = no peer links)."
+        default=1,
+        help_text="Devices joined by NVLink/NVSwitch (1 = no peer links): the scale-up domain, which may span nodes "
+        "(72 in an NVL72 rack).",
+    )
+    node_count = models.PositiveSmallIntegerField(
+        default=1, help_text="Machines the configuration spans; device_count is a multiple of it."
+    )
+    scale_out_fabric = models.CharField(
+        max_length=120, blank=True, help_text="The network between the nodes (empty for one node)."
+    )
+    scale_out_gbps_per_device = models.FloatField(
+        null=True, blank=True, help_text="Scale-out bandwidth per GPU between nodes, Gbit/s one direction."
     )
     host_cpu_architecture = models.CharField(
         max_length=16, choices=CpuArchitecture.choices, default=CpuArchitecture.X86_64
@@ -370,6 +384,16 @@ class Configuration(models.Model):
         ordering = ["kind", "accelerator__name", "device_count", "driver_version_key"]
         constraints = [
             models.CheckConstraint(name="configuration_device_count_positive", condition=Q(device_count__gte=1)),
+            models.CheckConstraint(name="configuration_node_count_positive", condition=Q(node_count__gte=1)),
+            models.CheckConstraint(
+                # NULLIF: a node_count of 0 fails the check above, not a division by zero here
+                name="configuration_devices_divide_among_nodes",
+                condition=Q(Exact(Mod(F("device_count"), NullIf(F("node_count"), Value(0))), Value(0))),
+            ),
+            models.CheckConstraint(
+                name="configuration_scale_out_positive",
+                condition=Q(scale_out_gbps_per_device__isnull=True) | Q(scale_out_gbps_per_device__gt=0),
+            ),
             models.CheckConstraint(name="configuration_host_ram_positive", condition=Q(host_ram_bytes__gt=0)),
             models.CheckConstraint(name="configuration_disk_positive", condition=Q(disk_bytes__gt=0)),
             models.CheckConstraint(name="configuration_vcpus_positive", condition=Q(vcpus__gte=1)),
@@ -396,7 +420,7 @@ class Configuration(models.Model):
         super().save(*args, **kwargs)
 
     def clean(self) -> None:
-        """Device counts the accelerator and the links allow, each error on its own field."""
+        """Device counts the accelerator, the nodes and the links allow, each error on its own field."""
         errors: dict[str, str] = {}
         accelerator = None
         if self.accelerator_id is not None:
@@ -404,20 +428,48 @@ class Configuration(models.Model):
                 accelerator = self.accelerator
             except Accelerator.DoesNotExist:
                 accelerator = None  # clean_fields already reported the missing accelerator
-        count = self.device_count
-        if accelerator is not None and isinstance(count, int) and count > accelerator.max_devices_per_node:
+        count, nodes = self.device_count, self.node_count
+        whole = isinstance(count, int) and isinstance(nodes, int) and nodes >= 1
+        if whole and count % nodes:
+            errors["node_count"] = (
+                f"device_count={count} is not a multiple of node_count={nodes}: every node holds as many devices."
+            )
+        elif whole and accelerator is not None and count // nodes > accelerator.max_devices_per_node:
+            per_node = count // nodes
             errors["device_count"] = (
                 f"device_count={count} exceeds max_devices_per_node={accelerator.max_devices_per_node} "
                 f"of {accelerator.name}: a node holds no more of them."
+                if nodes == 1
+                else f"{per_node} devices per node (device_count={count} over node_count={nodes}) exceeds "
+                f"max_devices_per_node={accelerator.max_devices_per_node} of {accelerator.name}."
             )
         domain = self.nvlink_domain_size
         if isinstance(count, int) and isinstance(domain, int) and domain > count:
             errors["nvlink_domain_size"] = (
                 f"nvlink_domain_size={domain} exceeds device_count={count}: "
-                "an NVLink domain cannot span more devices than the node has."
+                "an NVLink domain cannot span more devices than the configuration has."
             )
+        if isinstance(nodes, int) and nodes == 1 and (self.scale_out_fabric or self.scale_out_gbps_per_device):
+            errors["scale_out_fabric"] = "a single node has no scale-out network: leave it empty with node_count=1."
         if errors:
             raise ValidationError(errors)
+
+    @property
+    def devices_per_node(self) -> int:
+        """Devices in each node (``device_count`` over ``node_count``)."""
+        return self.device_count // max(self.node_count or 1, 1)
+
+    @property
+    def topology(self) -> str:
+        """``2 nodes × 8, InfiniBand NDR …, 400 Gb/s per GPU``; ``1 node`` for a single machine."""
+        if (self.node_count or 1) <= 1:
+            return "1 node"
+        text = f"{self.node_count} nodes × {self.devices_per_node}"
+        if self.scale_out_fabric:
+            text += f", {self.scale_out_fabric}"
+        if self.scale_out_gbps_per_device is not None:
+            text += f", {self.scale_out_gbps_per_device:g} Gb/s per GPU"
+        return text
 
     @cached_property
     def usable_memory(self) -> UsableMemory:

@@ -51,6 +51,9 @@ def configuration_view(candidate: ConfigurationCandidate, today: date | None = N
         **price_facts(row.price_offer, today or timezone.localdate()),
         "host_ram_bytes": row.host_ram_bytes,
         "disk_bytes": row.disk_bytes,
+        "node_count": row.node_count,
+        "scale_out_fabric": row.scale_out_fabric,
+        "scale_out_gbps_per_device": row.scale_out_gbps_per_device,
     }
     if accelerator is None:
         return ConfigurationView(architecture=f"cpu:{row.host_cpu_architecture}", **common)

@@ -173,7 +173,19 @@ class ConfigurationSerializer(WrittenByServices, UsableMemoryFields, serializers
     driver_branch = serializers.CharField(read_only=True)
     host_ram_bytes = serializers.IntegerField(min_value=1, max_value=2**50)
     disk_bytes = serializers.IntegerField(min_value=1, max_value=2**56)
-    device_count = serializers.IntegerField(min_value=1, max_value=1024, default=1)
+    device_count = serializers.IntegerField(
+        min_value=1, max_value=1024, default=1, help_text="Devices over all the nodes."
+    )
+    node_count = serializers.IntegerField(
+        min_value=1,
+        max_value=1024,
+        default=1,
+        help_text="Machines the configuration spans; device_count divides among them.",
+    )
+    devices_per_node = serializers.IntegerField(read_only=True)
+    topology = serializers.CharField(
+        read_only=True, help_text='"1 node", or "2 nodes × 8, <scale-out fabric>, 400 Gb/s per GPU".'
+    )
 
     class Meta:
         model = Configuration
@@ -189,6 +201,11 @@ class ConfigurationSerializer(WrittenByServices, UsableMemoryFields, serializers
             "total_memory_bytes",
             *USABLE_FIELDS,
             "nvlink_domain_size",
+            "node_count",
+            "devices_per_node",
+            "scale_out_fabric",
+            "scale_out_gbps_per_device",
+            "topology",
             "host_cpu_architecture",
             "vcpus",
             "host_ram_bytes",

@@ -59,14 +59,14 @@ def _load(*args: str) -> str:
 @pytest.mark.django_db
 def test_loadcatalog_loads_the_whole_catalog() -> None:
     output = _load()
-    assert "configurations: 133 created, 0 updated, 0 unchanged" in output
+    assert "configurations: 147 created, 0 updated, 0 unchanged" in output
     assert Configuration.objects.count() >= 80
     assert Vendor.objects.count() == 2
     assert sorted(Precision.objects.values_list("slug", flat=True)) == sorted(PrecisionSlug.values)
     assert CudaToolkit.objects.count() == 55
     assert PyTorchWheel.objects.count() >= 20
     accelerators = set(Accelerator.objects.values_list("slug", flat=True))
-    assert len(accelerators) == 34
+    assert len(accelerators) == 37
     gpus_json = SHARED_DATA / "gpus.json"
     if gpus_json.exists():  # the shared research data sits beside the clone (CI has a copy)
         assert accelerators == {g["id"] for g in json.loads(gpus_json.read_text())["gpus"]}
@@ -79,7 +79,7 @@ def test_second_run_changes_nothing() -> None:
     output = _load()
     for kind in ["vendors", "precisions", "architectures", "accelerators", "configurations", "cuda_toolkits"]:
         assert f"{kind}: 0 created, 0 updated," in output
-    assert "configurations: 0 created, 0 updated, 133 unchanged" in output
+    assert "configurations: 0 created, 0 updated, 147 unchanged" in output
 
 
 def test_refresh_updates_a_changed_field(loaded, data) -> None:
@@ -126,13 +126,15 @@ def test_h100_and_h200_configurations_have_fp8(loaded) -> None:
 
 def test_configuration_mix(loaded) -> None:
     gpu = Configuration.objects.filter(kind=ConfigurationKind.GPU)
-    assert set(gpu.values_list("device_count", flat=True)) == {1, 2, 4, 8}
+    assert set(gpu.filter(node_count=1).values_list("device_count", flat=True)) == {1, 2, 4, 8}
+    assert set(gpu.values_list("node_count", flat=True)) == {1, 2, 4, 8, 16, 18}
     branches = {c.driver_branch for c in gpu.filter(accelerator__architecture__vendor__slug="nvidia")}
     assert branches == {"R535", "R550", "R570", "R580"}
     cpu = Configuration.objects.get(kind=ConfigurationKind.CPU)
     assert cpu.accelerator is None and cpu.device_count == 1 and cpu.driver_version == ""
     for configuration in gpu.select_related("accelerator"):
-        assert configuration.device_count <= configuration.accelerator.max_devices_per_node
+        assert configuration.devices_per_node <= configuration.accelerator.max_devices_per_node
+        assert configuration.device_count == configuration.node_count * configuration.devices_per_node
         assert configuration.nvlink_domain_size <= configuration.device_count
 
 
@@ -145,7 +147,7 @@ def test_compatibility_invariants_of_the_configurations(loaded) -> None:
             "accelerator__slug", flat=True
         )
     )
-    assert arm == {"gh200", "gb200"}
+    assert arm == {"gh200", "gb200", "gb300"}
     assert Configuration.objects.get(slug="h100-sxm-80gb-x8-r535").nvlink_domain_size == 8
     assert Configuration.objects.get(slug="rtx-4090-x8-r570").nvlink_domain_size == 1
     assert Configuration.objects.get(slug="h100-nvl-94gb-x2-r550").nvlink_domain_size == 2
@@ -208,7 +210,7 @@ def test_stale_rows_are_reported_and_kept_when_referenced(loaded, data) -> None:
 @pytest.mark.django_db
 def test_dry_run_reports_and_rolls_back() -> None:
     output = _load("--dry-run")
-    assert "[dry run, rolled back] configurations: 133 created" in output
+    assert "[dry run, rolled back] configurations: 147 created" in output
     assert not Configuration.objects.exists()
 
 

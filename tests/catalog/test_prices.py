@@ -30,7 +30,8 @@ def test_every_gpu_configuration_has_a_price_with_its_offer_or_a_reason(catalog)
     priced = 0
     for configuration in gpu:
         if configuration.hourly_price_usd is None:
-            assert configuration.no_price_reason.startswith("no offer of"), configuration.slug
+            # no offer in the catalogs read; or added after they were read (fixtures/build_prices.py --derive)
+            assert configuration.no_price_reason.startswith(("no offer of", "not priced:")), configuration.slug
             assert not configuration.prices.filter(kind=PriceKind.ON_DEMAND).exists()
             continue
         priced += 1
