@@ -16,7 +16,8 @@ entries returned only); then with a kept ``Recommender`` (the same workload aske
 ``top``, as another calibration or filter would be), and the same question again (its answer kept); and the most
 memory one holds.
 
-Targets (issue 8, item 11): full catalog ≤ 50 ms median; 10,000 configurations ≤ 1 s median.
+Targets (issue 18, item 4, which raised issue 8's 50 ms once multi-node shapes and expert-parallel plans grew the
+plan space): full catalog, every plan, ≤ 100 ms median; 10,000 configurations ≤ 1 s median.
 Measured 2026-12-01 on this 2-core machine: 45 ms (top 10: 19 ms) and 484 ms (top 10: 242 ms).
 """
 
@@ -44,7 +45,7 @@ from recommendations.plans import ConfigurationView  # noqa: E402
 from recommendations.recommend import Recommender, recommend  # noqa: E402
 
 CATALOG = REPO / "fixtures" / "catalog"
-TARGET_CATALOG_MS = 50.0
+TARGET_CATALOG_MS = 100.0
 TARGET_SYNTHETIC_MS = 1000.0
 DRIVERS = ("535.247.01", "550.163.01", "570.195.03", "580.95.05")
 
@@ -146,6 +147,9 @@ def fixture_view(config: dict) -> ConfigurationView:
         host_ram_bytes=config["host_ram_bytes"],
         disk_bytes=config["disk_bytes"],
         max_devices_per_node=gpu["max_devices_per_node"] if gpu else 1,
+        node_count=config["node_count"],
+        scale_out_fabric=config["scale_out_fabric"],
+        scale_out_gbps_per_device=config["scale_out_gbps_per_device"],
     )
 
 
@@ -169,6 +173,9 @@ def synthetic_views(count: int, seed: int = 8) -> list[ConfigurationView]:
                 slug=f"{base.slug}-synthetic-{i}",
                 device_count=devices,
                 nvlink_domain_size=min(base.nvlink_domain_size, devices),
+                node_count=1,  # one node of the base's kind, even where the base spans several
+                scale_out_fabric="",
+                scale_out_gbps_per_device=None,
                 hourly_price_usd=round(rng.uniform(0.5, 40.0), 2),
                 facts=dataclasses.replace(base.facts, driver_version=rng.choice(DRIVERS))
                 if base.accelerator_name

@@ -61,7 +61,11 @@ class ConfigurationRefDocument(_Document):
 class PlanDocument(_Document):
     tensor: int = Field(description="Tensor-parallel degree.")
     pipeline: int = Field(description="Pipeline-parallel stages.")
-    replicas: int = Field(description="Serving replicas, or the training data-parallel degree.")
+    replicas: int = Field(
+        description="Serving replicas (under expert parallel, its data-parallel attention ranks), or the training"
+        " data-parallel degree."
+    )
+    expert: int = Field(description="Devices a MoE model's routed experts are split over, whole experts each; 1: none.")
     zero_stage: int
     activation_checkpointing: str | None = Field(description="Set by the plan; null: the workload's setting.")
     devices: int = Field(description="Devices the plan uses (tensor × pipeline × replicas).")
@@ -144,6 +148,15 @@ class LatencyDocument(_Document):
     target_ms: float | None
     max_sessions_within_target: int | None
     correction: str
+    all_reduce_ms: float = Field(description="Of one decode step: tensor parallel's all-reduces over NVLink.")
+    pipeline_transfer_ms: float = Field(
+        description="Of one decode step: activations passed between pipeline stages on different nodes."
+    )
+    all_to_all_ms: float = Field(
+        description="Of one decode step: expert parallel's dispatch and combine, every MoE layer (DeepEP's measured"
+        " latency)."
+    )
+    communication: str = Field(description="Which links each communication term crosses.")
     label: Literal["roofline estimate"]
 
     @classmethod
@@ -203,7 +216,10 @@ class SuggestedSettingsDocument(_Document):
 
     tensor_parallel_size: int | None = Field(None, description="vLLM")
     pipeline_parallel_size: int | None = Field(None, description="vLLM")
-    replicas: int | None = Field(None, description="vLLM")
+    replicas: int | None = Field(None, description="vLLM; under expert parallel, the data-parallel attention ranks")
+    expert_parallel_size: int | None = Field(None, description="vLLM/SGLang: devices the routed experts split over.")
+    nodes: int | None = Field(None, description="A multi-node configuration's nodes.")
+    devices_per_node: int | None = Field(None, description="A multi-node configuration's devices in each node.")
     gpu_memory_utilization: float | None = Field(None, description="vLLM")
     max_model_len: int | None = Field(None, description="vLLM")
     max_num_seqs: int | None = Field(None, description="vLLM")
@@ -257,6 +273,11 @@ class LaunchDocument(_Document):
     notes: list[str] = Field(description="What to know before running it.")
     files: list[LaunchFileDocument] = Field(
         default_factory=list, description="Files the command reads, to write beside it first (an accelerate config)."
+    )
+    servers: int = Field(
+        1,
+        description="Identical servers the configuration runs side by side (a multi-node configuration: one per node"
+        " or per group of nodes), each serving its share of the sessions.",
     )
 
     @classmethod

@@ -11,8 +11,15 @@ An SGLang workload's gets ``python -m sglang.launch_server --model-path MODEL �
 ``--cuda-graph-max-bs`` as the budget resolved them for that GPU and tensor degree (SGLang's own defaults where the
 workload names none), ``--max-running-requests`` and ``--context-length`` as the budget's pool arithmetic used them,
 ``--page-size`` and an explicit ``--kv-cache-dtype`` (SGLang's ``auto`` takes an FP8 KV cache from a checkpoint
-that asks for one). ``--dp-size`` runs replicas of the whole model; ``--enable-dp-attention`` is never passed: the
-budget does not model DP attention (``budgets.engine.sglang.server_defaults`` reserves for it as off). A context
+that asks for one). ``--dp-size`` runs replicas of the whole model; an expert-parallel plan runs
+``--tp-size e --dp-size e --enable-dp-attention --ep-size e`` (``budgets.engine.sglang.server_defaults`` still
+reserves as for tensor 1 without DP attention: an approximation the budget's notes name).
+
+A plan on a multi-node configuration (``settings``' ``nodes`` and ``devices_per_node``) runs one server per node when
+a copy of the model fits in one, else one server over several nodes: vLLM's multi-node data parallel for an expert
+group (``--data-parallel-size-local``, ``--data-parallel-address``), Ray for pipeline stages
+(``--distributed-executor-backend ray``), SGLang's ``--nnodes``/``--node-rank``/``--dist-init-addr``; the command is
+the first node's, with ``HEAD_NODE_IP`` for its address and a note saying what the other nodes run. A context
 beyond the model's ``max_position_embeddings`` gets a note: SGLang starts with it only under an environment variable.
 
 Every command is checked against the flags of the engine release they were extracted from (``fixtures/engines/``, by
@@ -72,6 +79,7 @@ class EngineFlags:
     choices: Mapping[str, tuple[str, ...]]
     source: Mapping[str, Any]
     model_flag: str | None = None  # the flag that names the model (SGLang's --model-path); None: positional (vLLM)
+    switches: frozenset[str] = frozenset()  # flags that take no value (``--enable-expert-parallel``)
 
     def problems(self, argv: Sequence[str]) -> list[str]:
         """What this release would refuse in ``argv``: the command, the model (positional, or its flag), then
@@ -87,8 +95,13 @@ class EngineFlags:
         elif self.model_flag not in items[::2]:
             return [f"no model: {self.engine} takes it as {self.model_flag}"]
         found = []
-        for i in range(0, len(items), 2):
+        i = 0
+        while i < len(items):
             flag, value = items[i], items[i + 1] if i + 1 < len(items) else None
+            if flag in self.switches:
+                i += 1
+                continue
+            i += 2
             if flag not in self.flags:
                 found.append(f"{flag}: not a flag of {self.engine} {self.release}")
             elif value is None or value.startswith("--"):
@@ -104,8 +117,21 @@ class EngineFlags:
         if self.model_flag is None:
             parser.add_argument("model")
         for flag in self.flags:
-            parser.add_argument(flag)
+            if flag in self.switches:
+                parser.add_argument(flag, action="store_true")
+            else:
+                parser.add_argument(flag)
         return parser.parse_args(list(argv[len(self.command) :]))
+
+
+def _switches(data: Mapping[str, Any]) -> frozenset[str]:
+    """The flags that take no value: as the fixture lists them (SGLang's extractor), else each flag argparse gave a
+    ``--no-`` twin, which only ``BooleanOptionalAction`` does (vLLM's boolean engine arguments)."""
+    if "switches" in data:
+        return frozenset(data["switches"])
+    flags = set(data["flags"])
+    paired = {flag for flag in flags if flag.startswith("--") and f"--no-{flag[2:]}" in flags}
+    return frozenset(paired | {f"--no-{flag[2:]}" for flag in paired})
 
 
 @cache
@@ -119,6 +145,7 @@ def engine_flags(engine: str, release: str) -> EngineFlags:
         choices={flag: tuple(values) for flag, values in data["choices"].items()},
         source=data["source"],
         model_flag=data.get("model_flag"),
+        switches=_switches(data),
     )
 
 
@@ -131,6 +158,7 @@ class Launch:
     argv: tuple[str, ...]
     notes: tuple[str, ...]
     files: tuple[tuple[str, str], ...] = ()  # (path, content) the command reads, written beside it (a config file)
+    servers: int = 1  # identical servers the configuration runs side by side, each with its share of the sessions
 
     @property
     def text(self) -> str:
@@ -173,24 +201,80 @@ def _dtype_flags(
 
 
 def _checked(
-    flags: EngineFlags, label: str, version: str, base: list[str], pairs: list[tuple[str, object]], notes: list[str]
+    flags: EngineFlags,
+    label: str,
+    version: str,
+    base: list[str],
+    pairs: list[tuple[str, object]],
+    notes: list[str],
+    servers: int = 1,
 ) -> Launch:
     """The command ``base`` + ``pairs`` (those with a value), refused with :class:`LaunchError` where ``flags``'s
     release would refuse it; a note when the workload names another release than the one checked against."""
     argv = list(base)
     for flag, value in pairs:
-        if value is not None:
+        if value is True:  # a switch: the flag alone
+            argv.append(flag)
+        elif value is not None and value is not False:
             argv += [flag, str(value)]
     if version != flags.release:
         notes.append(f"flags checked against {label} {flags.release}'s; the workload names {label} {version}")
     problems = flags.problems(argv)
     if problems:
         raise LaunchError("; ".join(problems))
-    return Launch(flags.engine, f"{flags.engine} {flags.release}", tuple(argv), tuple(notes))
+    return Launch(flags.engine, f"{flags.engine} {flags.release}", tuple(argv), tuple(notes), servers=servers)
 
 
 def _replicas_note(flag: str, replicas: int) -> list[str]:
     return [f"{flag} {replicas}: one server, a replica per data-parallel rank"] if replicas > 1 else []
+
+
+#: What a multi-node command names the first node by: the person running it puts that node's address there.
+HEAD_NODE = "HEAD_NODE_IP"
+
+
+@dataclass(frozen=True, slots=True)
+class _Placement:
+    """How an entry's plan sits on a configuration's nodes (``settings``: ``nodes``, ``devices_per_node``), and the
+    data-parallel size of one server."""
+
+    data: int  # one server's data-parallel ranks: its replicas, or its expert group's attention ranks
+    nodes_per_server: int  # nodes one server spans (1: it fits in a node, or the configuration is one node)
+    servers: int  # servers the configuration runs side by side
+    devices_per_node: int
+    nodes: int
+
+    @classmethod
+    def of(cls, settings: Mapping[str, Any]) -> _Placement:
+        tensor, pipeline = settings["tensor_parallel_size"], settings["pipeline_parallel_size"]
+        expert, replicas = settings.get("expert_parallel_size") or 1, settings["replicas"]
+        nodes = settings.get("nodes") or 1
+        per_node = settings.get("devices_per_node") or 0
+        copy = max(tensor * pipeline, expert)
+        spans = -(-copy // per_node) if nodes > 1 and per_node else 1
+        if expert > 1:  # one server per expert group
+            group = expert // tensor
+            return cls(group, spans, max(1, replicas // group), per_node, nodes)
+        if nodes == 1 or not per_node:
+            return cls(replicas, 1, 1, per_node, 1)
+        servers = max(1, nodes // spans)
+        return cls(-(-replicas // servers), spans, servers, per_node, nodes)  # the larger share where uneven
+
+    def notes(self, engine_label: str) -> list[str]:
+        if self.nodes == 1:
+            if self.servers == 1:
+                return []
+            return [f"run {self.servers} such servers, each on its own devices (CUDA_VISIBLE_DEVICES) and port, with"
+                    " a load balancer in front of them"]  # fmt: skip
+        if self.nodes_per_server == 1:
+            per_node = max(1, self.servers // self.nodes)
+            where = "on each" if per_node == 1 else f"{per_node} to a node (each on its own devices and port) on each"
+            return [f"run this command {where} of the {self.nodes} nodes ({self.servers} {engine_label} servers, each"
+                    " serving its share of the sessions); put a load balancer in front of them"]  # fmt: skip
+        extra = (f"; the configuration holds {self.servers} such servers, each on its own {self.nodes_per_server}"
+                 " nodes" if self.servers > 1 else "")  # fmt: skip
+        return [f"one server spans {self.nodes_per_server} nodes of {self.devices_per_node} devices: this is the"
+                f" first node's command; replace {HEAD_NODE} with that node's address{extra}"]  # fmt: skip
 
 
 def vllm_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | None:
@@ -203,10 +287,20 @@ def vllm_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | Non
     assert inference is not None
     version = workload.runtime.engine_version or vllm_rules.DEFAULT_VLLM_VERSION
     utilization = inference.gpu_memory_utilization or vllm_rules.default_gpu_memory_utilization(version)
+    place = _Placement.of(settings)
+    expert = settings.get("expert_parallel_size") or 1
+    data, multi = place.data, place.nodes_per_server > 1
     pairs: list[tuple[str, object]] = [
         ("--tensor-parallel-size", settings["tensor_parallel_size"]),
         ("--pipeline-parallel-size", settings["pipeline_parallel_size"]),
-        ("--data-parallel-size", settings["replicas"]),
+        ("--data-parallel-size", data),
+        ("--enable-expert-parallel", expert > 1),
+        # a data-parallel (expert) server over nodes: this node's ranks and where the first node listens
+        ("--data-parallel-size-local", place.devices_per_node if multi and expert > 1 else None),
+        ("--data-parallel-address", HEAD_NODE if multi and expert > 1 else None),
+        ("--data-parallel-rpc-port", 13345 if multi and expert > 1 else None),
+        # pipeline stages on other nodes run as Ray actors
+        ("--distributed-executor-backend", "ray" if multi and expert == 1 else None),
         ("--max-model-len", settings["max_model_len"]),
         ("--max-num-seqs", settings["max_num_seqs"]),
         ("--max-num-batched-tokens", settings["max_num_batched_tokens"]),
@@ -216,8 +310,18 @@ def vllm_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | Non
     ]
     dtype_pairs, notes = _dtype_flags(precision, VLLM_KV_DTYPES, "vLLM", explicit_kv=False)
     flags = engine_flags("vllm", VLLM_FLAGS_RELEASE)
-    notes += _replicas_note("--data-parallel-size", settings["replicas"])
-    return _checked(flags, "vLLM", version, [*flags.command, model], pairs + dtype_pairs, notes)
+    notes += _replicas_note("--data-parallel-size", data) if expert == 1 else []
+    if expert > 1:
+        notes.append(f"--enable-expert-parallel with --data-parallel-size {expert}: the experts split over {expert}"
+                     " devices, each rank running the attention whole for its own sessions")  # fmt: skip
+    notes += place.notes("vLLM")
+    if multi and expert > 1:
+        notes.append(f"on node k (1, 2, …) run the same with --headless --data-parallel-start-rank"
+                     f" k×{place.devices_per_node} (vLLM's multi-node data parallel)")  # fmt: skip
+    elif multi:
+        notes.append(f"start a Ray cluster over the {place.nodes_per_server} nodes first (ray start --head on the"
+                     " first, ray start --address on the others), then run this on the first")  # fmt: skip
+    return _checked(flags, "vLLM", version, [*flags.command, model], pairs + dtype_pairs, notes, place.servers)
 
 
 def sglang_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | None:
@@ -229,11 +333,22 @@ def sglang_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | N
         return None
     flags = engine_flags("sglang", SGLANG_FLAGS_RELEASE)
     assert flags.model_flag is not None
-    pipeline, replicas = settings["pipeline_parallel_size"], settings["replicas"]
+    pipeline = settings["pipeline_parallel_size"]
+    place = _Placement.of(settings)
+    expert = settings.get("expert_parallel_size") or 1
+    multi = place.nodes_per_server > 1
+    # SGLang's tp size is the whole expert group under DP attention (attention runs tp/dp ways per rank)
+    tp = expert if expert > 1 else settings["tensor_parallel_size"]
+    dp = place.data
     pairs: list[tuple[str, object]] = [
-        ("--tp-size", settings["tensor_parallel_size"]),
+        ("--tp-size", tp),
         ("--pp-size", pipeline if pipeline > 1 else None),
-        ("--dp-size", replicas if replicas > 1 else None),
+        ("--dp-size", dp if dp > 1 else None),
+        ("--enable-dp-attention", expert > 1),
+        ("--ep-size", expert if expert > 1 else None),
+        ("--nnodes", place.nodes_per_server if multi else None),
+        ("--node-rank", 0 if multi else None),
+        ("--dist-init-addr", f"{HEAD_NODE}:5000" if multi else None),
         ("--context-length", settings["max_model_len"]),
         ("--mem-fraction-static", settings["gpu_memory_utilization"]),
         ("--max-running-requests", settings["max_num_seqs"]),
@@ -243,14 +358,22 @@ def sglang_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | N
         ("--dtype", framework_dtype(workload.precision.compute)),
     ]
     dtype_pairs, notes = _dtype_flags(workload.precision, SGLANG_KV_DTYPES, "SGLang", explicit_kv=True)
-    notes += _replicas_note("--dp-size", replicas)
+    if expert > 1:
+        notes.append(f"--enable-dp-attention --ep-size {expert}: the experts split over {expert} devices, each of the"
+                     f" {dp} data-parallel ranks running the attention for its own sessions")  # fmt: skip
+    else:
+        notes += _replicas_note("--dp-size", dp)
+    notes += place.notes("SGLang")
+    if multi:
+        notes.append("on node k (1, 2, …) run the same with --node-rank k")
     if 0 < workload.spec.max_position_embeddings < settings["max_model_len"]:  # 0: the config names none
         notes.append(f"--context-length {settings['max_model_len']} is above the model's max_position_embeddings"
                      f" ({workload.spec.max_position_embeddings}): SGLang refuses it unless"
                      " SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 is set (sglang/srt/configs/model_config.py:383-404;"
                      " a RoPE scaling factor can raise its limit)")  # fmt: skip
     version = workload.runtime.engine_version or SGLANG_FLAGS_RELEASE
-    return _checked(flags, "SGLang", version, [*flags.command, flags.model_flag, model], pairs + dtype_pairs, notes)
+    argv = [*flags.command, flags.model_flag, model]
+    return _checked(flags, "SGLang", version, argv, pairs + dtype_pairs, notes, place.servers)
 
 
 #: The launch command of each serving engine that has one, by ``inference.engine``.
@@ -299,7 +422,12 @@ def workload_from_vllm(argv: Sequence[str], workload: Workload) -> tuple[Workloa
         }
     )
     precision = _read_precision(workload, args.dtype, args.kv_cache_dtype, VLLM_KV_DTYPES)
-    plan = Plan(int(args.tensor_parallel_size), int(args.pipeline_parallel_size), int(args.data_parallel_size or 1))
+    data = int(args.data_parallel_size or 1)
+    if args.enable_expert_parallel:  # vLLM's expert group is every rank: data × tensor
+        tensor = int(args.tensor_parallel_size)
+        plan = Plan(tensor, int(args.pipeline_parallel_size), data, expert=data * tensor)
+    else:
+        plan = Plan(int(args.tensor_parallel_size), int(args.pipeline_parallel_size), data)
     return workload.model_copy(update={"inference": served, "precision": precision}), plan
 
 
@@ -321,5 +449,9 @@ def workload_from_sglang(argv: Sequence[str], workload: Workload) -> tuple[Workl
         }
     )
     precision = _read_precision(workload, args.dtype, args.kv_cache_dtype, SGLANG_KV_DTYPES)
-    plan = Plan(int(args.tp_size), int(args.pp_size or 1), int(args.dp_size or 1))
+    tp, dp = int(args.tp_size), int(args.dp_size or 1)
+    if args.enable_dp_attention:  # attention tp/dp ways on each of dp ranks; experts over --ep-size
+        plan = Plan(tp // dp, int(args.pp_size or 1), dp, expert=int(args.ep_size or tp))
+    else:
+        plan = Plan(tp, int(args.pp_size or 1), dp)
     return workload.model_copy(update={"inference": served, "precision": precision}), plan

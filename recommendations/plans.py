@@ -6,8 +6,9 @@ budgeted per device, with the engine given one device's usable memory.
 
 Plans (:func:`candidate_plans`):
 
-- one device; else **tensor parallel** t over a divisor of both the attention heads and the KV heads,
-  inside the NVLink domain (t ≤ ``nvlink_domain_size``: the all-reduces of every layer need the links);
+- one device; else **tensor parallel** t over a divisor of the attention heads that splits the KV heads evenly or
+  replicates them evenly (``_tensor_degrees``), inside the NVLink domain (t ≤ ``nvlink_domain_size``: the
+  all-reduces of every layer need the links);
   **pipeline parallel** p (p ≤ layers) only beyond that: stages of the widest tensor degree the domain
   allows, crossing domains (a stage passes one activation per step; Narayanan et al. 2021, "Efficient
   Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", arXiv:2104.04473, Takeaway #1:
@@ -18,13 +19,19 @@ Plans (:func:`candidate_plans`):
   for training the replicas are the data-parallel degree d, over which ZeRO stages 1–3 shard the model
   states (FSDP full sharding is stage 3), and recomputation (``activation_checkpointing: full``) is tried
   after the workload's own setting;
+- serving a mixture-of-experts model on vLLM or SGLang, also **expert parallel** e (a divisor of the routed
+  experts, up to the devices) with data-parallel attention: every device holds e/num_experts of the experts whole
+  and the attention and dense layers whole, and serves its own share of the sessions (the DeepSeek-V3 serving
+  layout: DeepSeek-V3 technical report, arXiv:2412.19437, §3.4.2 "Decoding"; SGLang ``--enable-dp-attention``);
+  the experts' all-to-all is in the roofline (``roofline``);
 - a custom task, or a ``cpu`` workload, has one plan: one device.
 
-Cost order (the first plan that fits wins): fewest devices per replica (t·p; more replicas on the same
-node), then no pipeline (a pipeline adds a bubble per step, tensor parallel does not); for training,
-within one (t, p), ZeRO stages 0 to 3 without recomputation (higher stages communicate more), then the
-same with recomputation (it repeats the forward pass). More replicas never cost more memory per device,
-so every plan fills the node with them.
+Cost order (the first plan that fits wins): fewest devices per copy of the model (t·p, or e under expert
+parallel; more replicas on the same node), then no pipeline (a pipeline adds a bubble per step, tensor parallel
+does not), then tensor before expert parallel (its all-to-all crosses every device of the group each MoE layer);
+for training, within one (t, p), ZeRO stages 0 to 3 without recomputation (higher stages communicate more), then
+the same with recomputation (it repeats the forward pass). More replicas never cost more memory per device,
+so every plan fills the configuration with them.
 """
 
 from __future__ import annotations
@@ -120,9 +127,10 @@ class ConfigurationView:
 class Plan:
     tensor: int
     pipeline: int
-    replicas: int  # serving replicas, or the training data-parallel degree
+    replicas: int  # serving replicas (data-parallel attention ranks under expert parallel), or the training DP degree
     zero_stage: int = 0
     recompute: str | None = None  # activation_checkpointing the plan sets (training); None = the workload's
+    expert: int = 1  # serving a MoE model: devices its routed experts are split over (1: split by the tensor degree)
 
     @property
     def devices_per_replica(self) -> int:
@@ -132,7 +140,18 @@ class Plan:
     def devices(self) -> int:
         return self.devices_per_replica * self.replicas
 
+    @property
+    def model_devices(self) -> int:
+        """Devices one copy of the model's weights is spread over (a replica's; the expert group's under EP)."""
+        return max(self.devices_per_replica, self.expert)
+
     def label(self) -> str:
+        if self.expert > 1:
+            attention = f"TP{self.tensor} " if self.tensor > 1 else ""
+            groups = self.devices // self.expert
+            return f"EP{self.expert}, {attention}data-parallel attention ({self.replicas} ranks)" + (
+                f", {groups} expert groups" if groups > 1 else ""
+            )
         parts = [f"TP{self.tensor}"] if self.tensor > 1 else []
         parts += [f"PP{self.pipeline}"] if self.pipeline > 1 else []
         shape = " × ".join(parts) or "1 device"
@@ -142,9 +161,12 @@ class Plan:
 
 
 def _tensor_degrees(workload: Workload, domain: int) -> list[int]:
+    """Degrees dividing the attention heads whose KV heads split evenly, or are replicated evenly once the degree
+    passes them (vLLM's QKVParallelLinear: ``tp_size % total_num_kv_heads == 0`` when tp_size ≥ the KV heads;
+    MLA's one latent head is replicated on every rank)."""
     spec = workload.spec
     heads, kv_heads = spec.num_attention_heads, spec.num_kv_heads
-    return [t for t in range(1, domain + 1) if heads % t == 0 and kv_heads % t == 0]
+    return [t for t in range(1, domain + 1) if heads % t == 0 and (kv_heads % t == 0 or t % kv_heads == 0)]
 
 
 def _shapes(workload: Workload, view: ConfigurationView) -> list[tuple[int, int]]:
@@ -161,6 +183,29 @@ def _shapes(workload: Workload, view: ConfigurationView) -> list[tuple[int, int]
     return sorted(shapes, key=lambda tp: (tp[0] * tp[1], tp[1]))
 
 
+def _expert_plans(workload: Workload, view: ConfigurationView) -> list[Plan]:
+    """Expert parallel e over the configuration's devices with data-parallel attention (tensor 1 per rank): e a
+    divisor of the routed experts (whole experts per device), up to the devices; ⌊devices / e⌋ expert groups. One
+    rank per session at most."""
+    spec, inference = workload.spec, workload.inference
+    if inference is None or not spec.is_moe or not engine(inference.engine).expert_parallel:
+        return []
+    plans = []
+    for e in range(2, min(view.device_count, spec.num_experts) + 1):
+        if spec.num_experts % e:
+            continue
+        ranks = e * (view.device_count // e)
+        if ranks > inference.concurrent_sessions:
+            continue  # a rank with no session of its own
+        plans.append(Plan(1, 1, ranks, expert=e))
+    return plans
+
+
+def _cost_order(plan: Plan) -> tuple[int, int, int]:
+    """Fewest devices per copy of the model, then no pipeline, then tensor before expert parallel."""
+    return (plan.model_devices, plan.pipeline, plan.expert > 1)
+
+
 def candidate_plans(workload: Workload, view: ConfigurationView) -> list[Plan]:
     """Every plan the configuration allows, in cost order (module docstring)."""
     if workload.task == "custom" or workload.runtime.device == "cpu":
@@ -173,6 +218,8 @@ def candidate_plans(workload: Workload, view: ConfigurationView) -> list[Plan]:
             plans.append(Plan(t, p, min(replicas, workload.inference.concurrent_sessions)))
         else:
             plans.extend(_training_plans(workload, t, p, replicas))
+    if workload.task == "inference":
+        plans = sorted(plans + _expert_plans(workload, view), key=_cost_order)
     return plans
 
 
@@ -201,6 +248,7 @@ def plan_workload(workload: Workload, plan: Plan) -> Workload:
                 "data": data,
                 "zero_stage": plan.zero_stage,
                 "sequence_parallel": False,
+                "expert": plan.expert,
             }
         )
     if workload.inference is not None and workload.task == "inference":
@@ -267,7 +315,7 @@ class Evaluator:
         """A floor of what the busiest device of ``plan`` needs, without budgeting it: the model's weights
         (``budgets.engine.model_weight_bytes``) over the devices that share one copy of them (a serving
         replica's; for training, ZeRO-3 also splits them over the data-parallel group)."""
-        sharing = plan.devices if self.workload.task == "training" else plan.devices_per_replica
+        sharing = plan.devices if self.workload.task == "training" else plan.model_devices
         return self._model_weights // sharing
 
     def pool_cannot_hold(

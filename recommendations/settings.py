@@ -74,10 +74,12 @@ def vllm_settings(pb: PlanBudget) -> dict[str, Any]:
     inference = pb.workload.inference
     assert serving is not None and inference is not None
     per_replica = serving.max_concurrent_sessions_at_max_request
+    expert = {"expert_parallel_size": pb.plan.expert} if pb.plan.expert > 1 else {}
     return {
         "tensor_parallel_size": pb.plan.tensor,
         "pipeline_parallel_size": pb.plan.pipeline,
         "replicas": pb.plan.replicas,
+        **expert,
         "gpu_memory_utilization": inference.gpu_memory_utilization,
         "max_model_len": serving.max_model_len,
         "max_num_seqs": serving.max_num_seqs,
@@ -393,6 +395,9 @@ def suggested_settings(
         pb = a.plan_budget
         sglang = workload.inference is not None and workload.inference.engine == "sglang"
         settings.update(sglang_settings(pb, view.accelerator_name) if sglang else vllm_settings(pb))
+        if view.node_count > 1:  # where the launch's processes go (``recommendations.launch``)
+            settings["nodes"] = view.node_count
+            settings["devices_per_node"] = view.devices_per_node
     if workload.task == "training" and outcome.verdict != Verdict.DOES_NOT_FIT:
         settings.update(training_settings(a, view, variants, corrections))
     if a.latency is not None and a.latency.max_sessions_within_target is not None:

@@ -111,6 +111,10 @@ class LatencyFigures:
     target_ms: float | None
     max_sessions_within_target: int | None  # over all replicas; None without a target
     correction: str  # the sentence of the correction applied (or why none was)
+    all_reduce_ms: float = 0.0  # of a decode step: tensor parallel's all-reduces, over NVLink
+    pipeline_transfer_ms: float = 0.0  # of a decode step: activations between stages on different nodes
+    all_to_all_ms: float = 0.0  # of a decode step: expert parallel's dispatch and combine
+    communication: str = ""  # which links each term crosses, for a person
 
 
 def _model_load(pb: PlanBudget) -> roofline.ModelLoad:
@@ -119,7 +123,50 @@ def _model_load(pb: PlanBudget) -> roofline.ModelLoad:
     spec = workload.spec
     kv_per_token = kv_bytes_per_token(spec, plan.tensor, 0, spec.num_layers, workload.precision.kv_cache or "bf16")
     weights = pb.budget.per_device.component("weights").bytes * plan.pipeline
-    return roofline.model_load(spec, weight_bytes_per_device=weights, kv_bytes_per_token_per_device=kv_per_token)
+    return roofline.model_load(
+        spec,
+        weight_bytes_per_device=weights,
+        kv_bytes_per_token_per_device=kv_per_token,
+        tensor=plan.tensor,
+        expert_parallel=plan.expert,
+    )
+
+
+def _communication(workload: Workload, view: ConfigurationView, plan: Plan) -> roofline.Communication:
+    """Where the plan's traffic goes: tensor parallel stays inside one NVLink domain (``plans``); pipeline stages
+    and expert groups larger than the domain cross the scale-out network."""
+    spec = workload.spec
+    domain = view.nvlink_domain_size
+    return roofline.Communication(
+        pipeline=plan.pipeline,
+        pipeline_across_nodes=plan.pipeline > 1 and view.node_count > 1 and plan.devices_per_replica > domain,
+        expert=plan.expert,
+        expert_across_domains=plan.expert > domain,
+        moe_layers=spec.num_moe_layers,
+        experts_per_token=spec.experts_per_token,
+    )
+
+
+def _links_text(view: ConfigurationView, plan: Plan, comm: roofline.Communication) -> str:
+    network = (
+        f"{view.scale_out_fabric or 'the scale-out network'} ({view.scale_out_gbps_per_device or 0:g} Gb/s per GPU)"
+    )
+    nvlink = f"NVLink ({view.nvlink_bandwidth_gbps or 0:g} GB/s per GPU, a {view.nvlink_domain_size}-GPU domain)"
+    parts = []
+    if plan.tensor > 1:
+        parts.append(f"tensor parallel {plan.tensor}: two all-reduces per layer over {nvlink}")
+    if comm.pipeline_across_nodes:
+        parts.append(f"{plan.pipeline} pipeline stages pass activations between nodes over {network}")
+    if plan.expert > 1:
+        if comm.expert_across_domains:
+            where = (
+                f"across NVLink domains over {network}, at DeepEP's measured"
+                f" {roofline.all_to_all_us(plan.expert):.0f} µs per layer (128 tokens per rank)"
+            )
+        else:
+            where = f"over {nvlink}"
+        parts.append(f"expert parallel {plan.expert}: dispatch and combine every MoE layer {where}")
+    return "; ".join(parts) or "one device per replica: no communication in a step"
 
 
 def plan_latency(
@@ -130,10 +177,17 @@ def plan_latency(
     if workload.task != "inference" or inference is None or view.memory_bandwidth_gbps is None:
         return None
     speed = roofline.device_speed(
-        view.memory_bandwidth_gbps, view.dense_tflops, inference_compute(workload), view.nvlink_bandwidth_gbps
+        view.memory_bandwidth_gbps,
+        view.dense_tflops,
+        inference_compute(workload),
+        view.nvlink_bandwidth_gbps,
+        view.scale_out_gbps_per_device,
     )
     plan = pb.plan
     if speed is None or (plan.tensor > 1 and speed.link_bandwidth_bytes_per_s is None):
+        return None
+    comm = _communication(workload, view, plan)
+    if comm.pipeline_across_nodes and speed.scale_out_bytes_per_s is None:
         return None
     load = _model_load(pb)
     sessions = pb.workload.inference.concurrent_sessions  # type: ignore[union-attr]
@@ -145,6 +199,7 @@ def plan_latency(
         prompt_tokens=inference.max_input_tokens,
         context_tokens=context,
         tensor_parallel=plan.tensor,
+        communication=comm,
     )
     corrected = apply_correction(est.ms_per_output_token, correction)
     target = workload.acceptance.max_ms_per_output_token
@@ -158,6 +213,7 @@ def plan_latency(
             tensor_parallel=plan.tensor,
             upper=max(inference.concurrent_sessions, 1),
             correction=corrected.factor,
+            communication=comm,
         )
         within = per_replica * plan.replicas
     return LatencyFigures(
@@ -171,6 +227,10 @@ def plan_latency(
         target_ms=target,
         max_sessions_within_target=within,
         correction=corrected.sentence,
+        all_reduce_ms=est.all_reduce_ms,
+        pipeline_transfer_ms=est.pipeline_transfer_ms,
+        all_to_all_ms=est.all_to_all_ms,
+        communication=_links_text(view, plan, comm),
     )
 
 

@@ -5,6 +5,7 @@ command (``vllm serve …``, ``python -m sglang.launch_server …``) that passes
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib.util
 import json
 import re
@@ -107,6 +108,7 @@ class ServerArgs:
         "flags": flags.split(),
         "choices": {"--kind": ["a", "b", "c"], "--size": ["16", "32"]},
         "choices_unread": ["--parser"],
+        "switches": ["--fast", "--no-fast"],
     }
 
 
@@ -128,8 +130,21 @@ def test_the_command_read_back_reproduces_the_budget(engine: str, path: Path) ->
     workload, views, entries = _runnable(path)
     for entry in entries:
         assert entry.launch is not None and entry.plan is not None and entry.budget is not None
-        served, plan = READ_BACK[engine](entry.launch.argv, workload)
-        assert plan == entry.plan
+        # a multi-node configuration runs ``servers`` identical servers, each with its share of the sessions
+        servers = entry.launch.servers
+        share = workload
+        if servers > 1:
+            assert workload.inference is not None
+            sessions = -(-workload.inference.concurrent_sessions // servers)
+            share = workload.model_copy(
+                update={"inference": workload.inference.model_copy(update={"concurrent_sessions": sessions})}
+            )
+        served, plan = READ_BACK[engine](entry.launch.argv, share)
+        if servers == 1:
+            assert plan == entry.plan
+        else:  # the servers hold every replica (the first ones one more where they do not divide evenly)
+            assert dataclasses.replace(plan, replicas=entry.plan.replicas) == entry.plan
+            assert plan.replicas * servers >= entry.plan.replicas > (plan.replicas - 1) * servers
         view = views[entry.configuration["slug"]]
         again = estimate(
             plan_workload(served, plan), entry.usable_bytes, view.accelerator_name, view.compute_capability

@@ -156,7 +156,7 @@ def test_the_command_table_shows_the_price_columns(catalog, tmp_path) -> None:
     path = tmp_path / "llama.json"
     path.write_text(json.dumps(LLAMA_70B))
     out = StringIO()
-    call_command("recommend", str(path), "--top", "40", stdout=out)
+    call_command("recommend", str(path), "--top", "200", stdout=out)  # every configuration: priced and not
     lines = out.getvalue().splitlines()
     assert "USD/month" in lines[0] and "USD/Mtok" in lines[0] and "price from" in lines[0]
     assert any(re.search(r" on-demand, read \d{4}-\d\d-\d\d", line) for line in lines[1:])

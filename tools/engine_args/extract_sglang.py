@@ -16,7 +16,9 @@ Every flag ``python -m sglang.launch_server`` parses is added in one place, ``Se
 - the model flag: the one option ``required=True`` (``--model-path``; SGLang has no positional model);
 - the allowed values of every flag whose ``choices`` is a list written in the source, inline or as a module-level
   constant (``QUANTIZATION_CHOICES``); the few computed at import (``list(ReasoningParser.DetectorMap.keys())``) are
-  listed under ``choices_unread``, so a command's values for those flags are not checked.
+  listed under ``choices_unread``, so a command's values for those flags are not checked;
+- the switches: flags that take no value (``store_true``, ``store_false``, ``BooleanOptionalAction`` and its
+  ``--no-`` twin), so that a command passes ``--enable-dp-attention`` alone.
 """
 
 from __future__ import annotations
@@ -32,6 +34,12 @@ SOURCE = "sglang/srt/server_args.py"
 FUNCTION = ("ServerArgs", "add_cli_args")
 #: argparse accepts these actions' flags but SGLang does nothing with the value (server_args.py ``DeprecatedAction``)
 IGNORED_ACTIONS = {"DeprecatedAction"}
+
+
+#: actions whose flags take no value (``--enable-dp-attention``, not ``--enable-dp-attention true``)
+SWITCH_ACTIONS = frozenset(
+    {'"store_true"', '"store_false"', "'store_true'", "'store_false'", "argparse.BooleanOptionalAction"}
+)
 
 
 def _function(tree: ast.Module, owner: str, name: str) -> ast.FunctionDef:
@@ -89,6 +97,7 @@ def read_flags(tree: ast.Module) -> dict[str, object]:
     model_flags: list[str] = []
     choices: dict[str, list[str]] = {}
     unread: set[str] = set()
+    switches: set[str] = set()
     for call in _calls(_function(tree, *FUNCTION)):
         names = [arg.value for arg in call.args if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
         if len(names) != len(call.args):
@@ -98,8 +107,11 @@ def read_flags(tree: ast.Module) -> dict[str, object]:
         if action in IGNORED_ACTIONS:
             continue
         flags.update(names)
+        if action in SWITCH_ACTIONS:
+            switches.update(names)
         if action == "argparse.BooleanOptionalAction":
             flags.update(f"--no-{name[2:]}" for name in names)
+            switches.update(f"--no-{name[2:]}" for name in names)
         required = keywords.get("required")
         if isinstance(required, ast.Constant) and required.value is True:
             model_flags.append(names[0])
@@ -117,6 +129,7 @@ def read_flags(tree: ast.Module) -> dict[str, object]:
         "flags": sorted(flags),
         "choices": dict(sorted(choices.items())),
         "choices_unread": sorted(unread),
+        "switches": sorted(switches),
     }
 
 

@@ -1,0 +1,138 @@
+"""Clusters (issue 18): multi-node configurations of the real catalog, expert parallelism with data-parallel
+attention, and the communication each plan needs in its roofline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.recommend_speed import fixture_views
+from budgets.engine import Workload
+from recommendations import roofline
+from recommendations.plans import ConfigurationView, candidate_plans
+from recommendations.recommend import Entry, recommend
+
+GIB = 2**30
+CONFIGS = Path(__file__).resolve().parents[1] / "engine" / "data" / "hf_configs"
+# its config.json as the hub serves it, which names the repository a launch loads
+DEEPSEEK_V3 = {
+    **json.loads((CONFIGS / "deepseek-v3.json").read_text())["config"],
+    "_name_or_path": "deepseek-ai/DeepSeek-V3",
+}
+
+
+def _deepseek(engine: str) -> Workload:
+    """DeepSeek-V3, its FP8 checkpoint, 32 sessions of 32k tokens (30,720 in, 2,048 out)."""
+    return Workload.model_validate(
+        {
+            "name": "deepseek-v3-32x32k",
+            "task": "inference",
+            "model": {"hf_config": DEEPSEEK_V3},
+            "precision": {"weights": "fp8"},
+            "inference": {"engine": engine, "concurrent_sessions": 32, "max_input_tokens": 30_720,
+                          "max_output_tokens": 2_048},
+        }
+    )  # fmt: skip
+
+
+def _views() -> dict[str, ConfigurationView]:
+    return {view.slug: view for view in fixture_views()}
+
+
+def _judged(workload: Workload, *slugs: str) -> dict[str, Entry]:
+    views = _views()
+    return {entry.configuration["slug"]: entry for entry in recommend(workload, [views[s] for s in slugs])}
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_deepseek_v3_fp8_32_sessions_of_32k_on_h200_h100_and_two_h100_nodes(engine: str) -> None:
+    """8×H200 fits (experts split eight ways, each device serving 4 sessions); 8×H100 does not (its share of the
+    FP8 weights alone, 92 GiB, is more than an H100 holds); 2×8 H100 fits with a named plan, its per-device budget,
+    and the all-to-all over the nodes' InfiniBand in its latency."""
+    entries = _judged(_deepseek(engine), "h200-sxm-141gb-x8-r570", "h100-sxm-80gb-x8-r570", "h100-sxm-80gb-2x8-r570")
+    h200, h100, cluster = (
+        entries["h200-sxm-141gb-x8-r570"],
+        entries["h100-sxm-80gb-x8-r570"],
+        (entries["h100-sxm-80gb-2x8-r570"]),
+    )
+    assert h200.verdict == "fits" and h200.plan is not None and h200.plan.devices == 8
+    assert h100.verdict == "does_not_fit"
+    assert any(r.rule == "memory" for r in h100.reasons)
+    assert cluster.verdict == "fits" and cluster.plan is not None and cluster.plan.devices == 16
+    assert cluster.plan.label() in ("EP16, data-parallel attention (16 ranks)", "TP8 × PP2")
+    assert cluster.per_device_bytes is not None and cluster.per_device_bytes < cluster.usable_bytes
+    assert cluster.budget is not None and cluster.budget.per_device.component("weights").bytes > 40 * GIB
+    latency = cluster.latency
+    assert latency is not None
+    assert latency.all_to_all_ms + latency.pipeline_transfer_ms > 0
+    assert "Gb/s per GPU" in latency.communication
+    document = cluster.as_dict()
+    assert document["latency"]["communication"] == latency.communication
+    assert document["launch"] is not None and document["launch"]["servers"] == 1
+    assert "HEAD_NODE_IP" in document["launch"]["text"]
+
+
+def test_expert_parallel_plans_are_offered_for_moe_serving_only() -> None:
+    views = _views()
+    cluster = views["h100-sxm-80gb-2x8-r570"]
+    assert {p.expert for p in candidate_plans(_deepseek("vllm"), cluster)} >= {2, 4, 8, 16}
+    dense = Workload.model_validate(
+        {"task": "inference", "model": {"preset": "llama-3.1-70b"}, "inference": {"concurrent_sessions": 32}}
+    )
+    assert {p.expert for p in candidate_plans(dense, cluster)} == {1}
+    generate = _deepseek("vllm").model_copy(
+        update={"inference": _deepseek("vllm").inference.model_copy(update={"engine": "transformers"})}
+    )
+    assert {p.expert for p in candidate_plans(generate, cluster)} == {1}
+
+
+def test_a_pipeline_over_two_nodes_passes_its_activations_over_the_scale_out_network() -> None:
+    """Llama-3.1-405B in bf16 (810 GB) needs more than one node of H100: tensor parallel 8 inside each node's
+    NVLink, two pipeline stages across the InfiniBand between them."""
+    workload = Workload.model_validate(
+        {
+            "task": "inference",
+            "model": {"preset": "llama-3.1-405b"},
+            "precision": {"weights": "bf16"},
+            "inference": {"concurrent_sessions": 8, "max_input_tokens": 4096, "max_output_tokens": 1024},
+        }
+    )
+    entry = _judged(workload, "h100-sxm-80gb-2x8-r570")["h100-sxm-80gb-2x8-r570"]
+    assert entry.verdict in ("fits", "tight") and entry.plan is not None
+    assert (entry.plan.tensor, entry.plan.pipeline) == (8, 2)
+    assert entry.latency is not None and entry.latency.pipeline_transfer_ms > 0 and entry.latency.all_reduce_ms > 0
+    assert "between nodes" in entry.latency.communication and "NVLink" in entry.latency.communication
+
+
+def test_an_nvl72_rack_plans_tensor_parallel_across_its_trays_over_nvlink() -> None:
+    """A GB200 NVL72 rack is one NVLink domain of 72 GPUs in 18 trays of 4: a model too large for a tray's 4 runs
+    tensor parallel wider than a tray, and its all-reduces use NVLink, not the trays' network."""
+    views = _views()
+    (rack,) = [v for v in views.values() if v.slug.startswith("gb200-nvl72")]
+    assert rack.nvlink_domain_size == 72 and rack.node_count == 18 and rack.devices_per_node == 4
+    workload = Workload.model_validate(
+        {
+            "task": "inference",
+            "model": {"preset": "llama-3.1-405b"},
+            "precision": {"weights": "bf16"},
+            "inference": {"concurrent_sessions": 64, "max_input_tokens": 8192, "max_output_tokens": 1024},
+            "runtime": {"cuda_version": "13.0"},
+        }
+    )
+    (entry,) = recommend(workload, [rack])
+    assert entry.verdict in ("fits", "tight") and entry.plan is not None
+    assert entry.plan.tensor > rack.devices_per_node and entry.plan.pipeline == 1
+    assert entry.latency is not None and entry.latency.all_reduce_ms > 0
+    assert "72-GPU domain" in entry.latency.communication and "between nodes" not in entry.latency.communication
+
+
+def test_the_all_to_all_latency_is_deepeps_measured_row_at_or_above_the_ep_size() -> None:
+    assert roofline.all_to_all_us(8) == 77 + 114
+    assert roofline.all_to_all_us(16) == 118 + 195
+    assert roofline.all_to_all_us(12) == roofline.all_to_all_us(16)  # between rows: the larger group's
+    assert roofline.all_to_all_us(2) == roofline.all_to_all_us(8)
+    assert roofline.all_to_all_us(512) == roofline.all_to_all_us(256)
+    figures = [roofline.all_to_all_us(n) for n in (8, 16, 32, 64, 128)]
+    assert figures == sorted(figures)
