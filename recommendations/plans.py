@@ -241,13 +241,20 @@ def plan_workload(workload: Workload, plan: Plan) -> Workload:
     update: dict[str, Any] = {}
     if workload.task != "custom":
         data = plan.replicas if workload.task == "training" else 1
+        # a framework whose tensor parallelism is sequence parallel too runs it under every tensor degree > 1
+        sequence = (
+            workload.task == "training"
+            and workload.training is not None
+            and plan.tensor > 1
+            and framework_profile(workload.training.framework).sequence_parallel_with_tensor
+        )
         update["parallelism"] = workload.parallelism.model_copy(
             update={
                 "tensor": plan.tensor,
                 "pipeline": plan.pipeline,
                 "data": data,
                 "zero_stage": plan.zero_stage,
-                "sequence_parallel": False,
+                "sequence_parallel": sequence,
                 "expert": plan.expert,
             }
         )

@@ -51,6 +51,9 @@ class TrainingFrameworkProfile:
     # stage 2 (SHARD_GRAD_OP), DDP stage 0; None: any (DeepSpeed and FSDP strategies under transformers, lit-gpt)
     data_parallel_stages: tuple[int, ...] | None = None
     ddp_only_without_model_parallel: bool = False  # stage 0 (DDP) only when tensor = pipeline = 1
+    # its tensor parallelism shards the norms' and residual activations over the sequence too (Megatron's sequence
+    # parallelism), so a plan with tensor > 1 runs it; False: tensor parallel without it
+    sequence_parallel_with_tensor: bool = False
 
     def runs_stage(self, zero_stage: int, tensor: int, pipeline: int) -> bool:
         """Whether its data-parallel ranks can run ``zero_stage`` under that tensor and pipeline split."""
@@ -111,6 +114,9 @@ FRAMEWORKS: dict[str, TrainingFrameworkProfile] = {
         # 284-296: "DDP has not supported > 1D parallelism")
         data_parallel_stages=(0, 2, 3),
         ddp_only_without_model_parallel=True,
+        # the TP plan shards the norms' inputs over the sequence: "norm"/"attention_norm"/"ffn_norm":
+        # SequenceParallel() (models/llama3/infra/parallelize.py:171, 208, 217 at v0.2.0)
+        sequence_parallel_with_tensor=True,
     ),
     "unsloth": TrainingFrameworkProfile(
         "unsloth",

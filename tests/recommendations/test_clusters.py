@@ -136,3 +136,46 @@ def test_the_all_to_all_latency_is_deepeps_measured_row_at_or_above_the_ep_size(
     assert roofline.all_to_all_us(512) == roofline.all_to_all_us(256)
     figures = [roofline.all_to_all_us(n) for n in (8, 16, 32, 64, 128)]
     assert figures == sorted(figures)
+
+
+def test_the_smallest_h100_cluster_for_a_405b_full_fine_tune_under_torchtitan() -> None:
+    """Llama-3.1-405B, bf16 full fine-tune, AdamW, 2 × 8192 tokens per device, full recomputation, torchtitan:
+    FSDP (ZeRO-3) over the data-parallel ranks with tensor parallel 8 inside each node, whose norms run sequence
+    parallel (torchtitan v0.2.0 models/llama3/infra/parallelize.py:171, 208, 217). One node or two cannot hold the
+    optimizer states; 8 nodes can. torchtitan's own 405B runs (docs/performance.md at 3faaa1a: FSDP 16 × TP 8 on
+    128 H100s runs at batch 2 with full checkpointing; FSDP alone runs out of memory) publish no memory figure for
+    bf16, so the per-device budget is checked against the usable memory here, not a measurement."""
+    workload = Workload.model_validate(
+        {
+            "name": "405b-ft",
+            "task": "training",
+            "model": {"preset": "llama-3.1-405b"},
+            "precision": {"weights": "bf16"},
+            "training": {"framework": "torchtitan", "method": "full", "micro_batch_size": 2,
+                         "sequence_length": 8192, "activation_checkpointing": "full"},
+        }
+    )  # fmt: skip
+    clusters = [f"h100-sxm-80gb-{n}x8-r570" for n in (2, 4, 8, 16)]
+    entries = _judged(workload, "h100-sxm-80gb-x8-r570", *clusters)
+    fitting = sorted(
+        (entry.configuration["device_count"], slug) for slug, entry in entries.items() if entry.verdict == "fits"
+    )
+    assert fitting and fitting[0] == (64, "h100-sxm-80gb-8x8-r570")
+    smallest = entries["h100-sxm-80gb-8x8-r570"]
+    assert smallest.plan is not None and smallest.plan.tensor == 8 and smallest.plan.zero_stage == 3
+    assert smallest.budget is not None and smallest.per_device_bytes is not None
+    assert 40 * GIB < smallest.per_device_bytes < smallest.usable_bytes
+    assert "ZeRO-3" in smallest.plan.label()
+
+
+@pytest.mark.parametrize(("framework", "sequence_parallel"), [("torchtitan", True), ("transformers", False)])
+def test_a_framework_whose_tensor_parallelism_shards_the_sequence_runs_it_in_every_tensor_plan(
+    framework: str, sequence_parallel: bool
+) -> None:
+    from recommendations.plans import Plan, plan_workload
+
+    workload = Workload.model_validate(
+        {"task": "training", "model": {"preset": "llama-3.1-8b"}, "training": {"framework": framework}}
+    )
+    assert plan_workload(workload, Plan(4, 1, 2, zero_stage=3)).parallelism.sequence_parallel is sequence_parallel
+    assert plan_workload(workload, Plan(1, 1, 8, zero_stage=3)).parallelism.sequence_parallel is False
