@@ -376,21 +376,44 @@ def sglang_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | N
     return _checked(flags, "SGLang", version, argv, pairs + dtype_pairs, notes, place.servers)
 
 
-#: The launch command of each serving engine that has one, by ``inference.engine``.
-SERVING_LAUNCHES: dict[str, Callable[[Workload, Mapping[str, Any]], Launch | None]] = {
-    "vllm": vllm_launch,
-    "sglang": sglang_launch,
+def _transformers(workload: Workload, settings: Mapping[str, Any], plan: Plan | None) -> Launch | None:
+    from .launch_transformers import transformers_launch  # it builds on this module's Launch and checks
+
+    return transformers_launch(workload, settings, plan)
+
+
+#: The launch command of each serving engine that has one, by ``inference.engine``: (workload, the entry's settings,
+#: its plan) → the command, or None where that engine cannot run the plan as budgeted (``no_serving_launch`` says why).
+SERVING_LAUNCHES: dict[str, Callable[[Workload, Mapping[str, Any], Plan | None], Launch | None]] = {
+    "vllm": lambda workload, settings, _plan: vllm_launch(workload, settings),
+    "sglang": lambda workload, settings, _plan: sglang_launch(workload, settings),
+    "transformers": _transformers,
 }
 
 
-def launch_for(workload: Workload, settings: Mapping[str, Any]) -> Launch | None:
-    """The command that runs an entry's plan (``settings``: its suggested settings): by the workload's engine for
-    inference; None for an engine without one, and for training and custom workloads (a training entry's command is
+def launch_for(workload: Workload, settings: Mapping[str, Any], plan: Plan | None = None) -> Launch | None:
+    """The command that runs an entry's plan (``settings``: its suggested settings; ``plan``: the entry's, which
+    the transformers launch reads): by the workload's engine for inference; None for an engine without one (the
+    generic engine names none), and for training and custom workloads (a training entry's command is
     ``training_launch.training_launch``'s, for its plan)."""
     if workload.task == "inference" and workload.inference is not None:
         launch = SERVING_LAUNCHES.get(workload.inference.engine)
-        return launch(workload, settings) if launch is not None else None
+        return launch(workload, settings, plan) if launch is not None else None
     return None
+
+
+def no_serving_launch(workload: Workload, settings: Mapping[str, Any], plan: Plan | None) -> str | None:
+    """Why a serving entry that runs has no launch, or None when it has one (or is not a serving entry)."""
+    inference = workload.inference
+    if workload.task != "inference" or inference is None or launch_for(workload, settings, plan) is not None:
+        return None
+    if inference.engine == "transformers":
+        from .launch_transformers import no_transformers_launch
+
+        return no_transformers_launch(workload, settings, plan)
+    if inference.engine not in SERVING_LAUNCHES:
+        return f"the {inference.engine} engine names no server to launch: choose vllm, sglang or transformers"
+    return "the workload names no checkpoint to load (a preset's repository, or a config.json's _name_or_path)"
 
 
 def _read_precision(

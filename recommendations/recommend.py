@@ -366,7 +366,7 @@ class Recommender:
         (``training_launch``)."""
         if self.workload.task == "training":
             return training_launch(self.workload, settings, plan) if plan is not None else None
-        return launch_for(self.workload, settings)
+        return launch_for(self.workload, settings, plan)
 
 
 def recommend(

@@ -19,6 +19,14 @@ fixture records its wheel's sha256. Read with ``ast`` and ``yaml``, never import
   beside a field whose default is True), a ``list`` one or more values;
 - **transformers**: ``TrainingArguments`` (``transformers/training_args.py``) likewise, the ``OptimizerNames`` its
   ``optim`` takes, and the attention implementations ``AttentionInterface`` registers (modeling_utils.py, + eager);
+  for a ``generate`` script (``recommendations/launch_transformers.py``): the keywords
+  ``AutoModelForCausalLM.from_pretrained`` reads (``PreTrainedModel.from_pretrained``'s signature and its
+  ``kwargs.pop("name", …)`` calls, modeling_utils.py; the auto class's own, models/auto/auto_factory.py), the
+  attributes ``GenerationConfig.__init__`` pops (generation/configuration_utils.py: it sets any other keyword as an
+  attribute that ``generate`` never reads), the ``cache_implementation`` values ``GenerationConfig.validate`` allows
+  (``ALL_CACHE_IMPLEMENTATIONS`` + ``"paged"``), ``DistributedConfig``'s fields (distributed/configuration_utils.py)
+  and the model types whose configuration class (``models/*/configuration_*.py``, or a base class it extends) names a
+  ``base_model_tp_plan`` or ``base_model_pp_plan``. Each such key records the file and line it was read from;
 - **accelerate**: every flag of ``accelerate launch`` (``accelerate/commands/launch.py`` ``add_argument``: its dest,
   type, choices), the keys a config file may have (``BaseConfig`` and ``ClusterConfig`` fields,
   ``commands/config/config_args.py``: ``from_yaml_file`` refuses others), how a nested section's keys become launch
@@ -53,6 +61,9 @@ TRL_FILES = {
 TRL_UTILS = "trl/trainer/utils.py"
 TRAINING_ARGS = "transformers/training_args.py"
 MODELING = "transformers/modeling_utils.py"
+GENERATION_CONFIG = "transformers/generation/configuration_utils.py"
+AUTO_FACTORY = "transformers/models/auto/auto_factory.py"
+DISTRIBUTED_CONFIG = "transformers/distributed/configuration_utils.py"
 LAUNCH = "accelerate/commands/launch.py"
 CONFIG_ARGS = "accelerate/commands/config/config_args.py"
 ACCELERATE_DATACLASSES = "accelerate/utils/dataclasses.py"
@@ -193,13 +204,135 @@ def _attention_implementations(tree: ast.Module) -> list[str]:
     raise SystemExit("AttentionInterface._global_mapping not found")
 
 
+def _method(tree: ast.Module, owner: str, name: str) -> ast.FunctionDef:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == owner:
+            for statement in node.body:
+                if isinstance(statement, ast.FunctionDef) and statement.name == name:
+                    return statement
+    raise SystemExit(f"{owner}.{name} not found")
+
+
+def _popped(function: ast.FunctionDef, mapping: str = "kwargs") -> list[str]:
+    """The names ``function`` takes out of ``mapping`` by ``mapping.pop("name"[, default])``, in order (a name
+    popped by a variable, as a loop over names no longer used does, is none)."""
+    found: list[str] = []
+    for node in ast.walk(function):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "pop"
+                and ast.unparse(node.func.value) == mapping and node.args
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):  # fmt: skip
+            found.append(node.args[0].value)
+    return sorted(set(found), key=found.index)
+
+
+def _named_parameters(function: ast.FunctionDef) -> list[str]:
+    """The parameters a caller can pass by keyword (no ``cls``/``self``, no ``*args``/``**kwargs``)."""
+    args = function.args
+    return [a.arg for a in [*args.args, *args.kwonlyargs] if a.arg not in ("cls", "self")]
+
+
+def _from_pretrained(modeling: ast.Module, auto: ast.Module) -> dict[str, Any]:
+    """``AutoModelForCausalLM.from_pretrained``'s keywords: the auto class pops its own (``config``,
+    ``code_revision``, the hub names it lists) and passes the rest to ``PreTrainedModel.from_pretrained``, which
+    reads its named parameters and pops the others from ``**kwargs`` (what neither reads goes to the model's
+    configuration)."""
+    model = _method(modeling, "PreTrainedModel", "from_pretrained")
+    auto_method = _method(auto, "_BaseAutoModelClass", "from_pretrained")
+    hub: list[str] = []
+    for node in ast.walk(auto_method):
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "hub_kwargs_names":
+            hub = list(_literal(node.value))
+    return {
+        "file": MODELING,
+        "line": model.lineno,
+        "parameters": _named_parameters(model),
+        "popped": _popped(model),
+        "auto_file": AUTO_FACTORY,
+        "auto_line": auto_method.lineno,
+        "auto_popped": sorted(set(_popped(auto_method)) | set(hub)),
+    }
+
+
+def _generation_config(tree: ast.Module) -> dict[str, Any]:
+    """``GenerationConfig.__init__``'s ``kwargs.pop`` names (the attributes ``generate`` reads; any other keyword
+    becomes an attribute nothing reads), and the ``cache_implementation`` values ``validate`` allows."""
+    init = _method(tree, "GenerationConfig", "__init__")
+    constants = {ast.unparse(n.targets[0]): n.value for n in tree.body if isinstance(n, ast.Assign)}
+
+    def value(node: ast.expr) -> list[str]:
+        if isinstance(node, ast.BinOp):
+            return value(node.left) + value(node.right)
+        if isinstance(node, ast.Name):
+            return value(constants[node.id])
+        return list(ast.literal_eval(node))
+
+    validate = _method(tree, "GenerationConfig", "validate")
+    allowed = next((node for node in ast.walk(validate) if isinstance(node, ast.Assign)
+                    and ast.unparse(node.targets[0]) == "valid_cache_implementations"), None)  # fmt: skip
+    if allowed is None:
+        raise SystemExit("GenerationConfig.validate's valid_cache_implementations not found")
+    return {
+        "file": GENERATION_CONFIG,
+        "line": init.lineno,
+        "attributes": [name for name in _popped(init) if not name.startswith("_")],
+        "cache_implementations": value(allowed.value),
+        "cache_implementations_line": allowed.lineno,
+        "static_cache_implementations": value(constants["ALL_STATIC_CACHE_IMPLEMENTATIONS"]),
+    }
+
+
+def _plan_model_types(files: dict[str, bytes]) -> dict[str, Any]:
+    """The ``model_type`` of every configuration class that names a ``base_model_tp_plan`` (``base_model_pp_plan``),
+    itself or through a base class of the models' configuration files (a plan of None names none)."""
+    classes: dict[str, ast.ClassDef] = {}
+    for name in sorted(files):
+        if re.fullmatch(r"transformers/models/[^/]+/configuration_[^/]+\.py", name):
+            classes.update(_classes(ast.parse(files[name])))
+
+    def own(node: ast.ClassDef, attribute: str) -> Any:
+        for statement in node.body:
+            target = statement.target if isinstance(statement, ast.AnnAssign) else None
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+                target = statement.targets[0]
+            if isinstance(target, ast.Name) and target.id == attribute:
+                return statement.value
+        return None
+
+    def found(name: str, attribute: str) -> Any:
+        node = classes.get(name)
+        if node is None:
+            return None
+        value = own(node, attribute)
+        if value is not None:
+            return value
+        return next((v for b in node.bases if (v := found(ast.unparse(b), attribute)) is not None), None)
+
+    out: dict[str, Any] = {"files": "transformers/models/*/configuration_*.py"}
+    for attribute in ("base_model_tp_plan", "base_model_pp_plan"):
+        types = set()
+        for name in classes:
+            model_type, plan = found(name, "model_type"), found(name, attribute)
+            named = plan is not None and not (isinstance(plan, ast.Constant) and plan.value is None)
+            if isinstance(model_type, ast.Constant) and model_type.value and named:
+                types.add(model_type.value)
+        out[attribute] = sorted(types)
+    return out
+
+
 def extract_transformers(files: dict[str, bytes]) -> dict[str, Any]:
     classes = _classes(ast.parse(files[TRAINING_ARGS]))
     enums = {"OptimizerNames": _enum(classes["OptimizerNames"])}
+    modeling = ast.parse(files[MODELING])
+    distributed = _classes(ast.parse(files[DISTRIBUTED_CONFIG]))["DistributedConfig"]
     return {
         "dataclasses": {"TrainingArguments": _dataclass(classes["TrainingArguments"], TRAINING_ARGS, enums)},
         "enums": enums,
-        "attention_implementations": _attention_implementations(ast.parse(files[MODELING])),
+        "attention_implementations": _attention_implementations(modeling),
+        "from_pretrained": _from_pretrained(modeling, ast.parse(files[AUTO_FACTORY])),
+        "generation_config": _generation_config(ast.parse(files[GENERATION_CONFIG])),
+        "distributed_config": _dataclass(distributed, DISTRIBUTED_CONFIG, {}),
+        "parallel_plans": _plan_model_types(files),
+        # the source's files stay those of the keys read first; each key added since names its own file and line
         "files": [TRAINING_ARGS, MODELING],
     }
 

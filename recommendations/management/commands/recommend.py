@@ -20,6 +20,7 @@ from budgets.engine import Workload
 from budgets.management.commands.estimate import validated
 from budgets.services import BudgetOutOfRange
 
+from ...launch import no_serving_launch
 from ...recommend import Entry
 from ...services import MAX_TOP, recommend_for, recommendations_payload
 from ...training_launch import no_training_launch
@@ -47,6 +48,8 @@ def _no_launch(workload: Workload, entry: Entry) -> str:
     found = None
     if workload.task == "training" and entry.plan is not None:
         found = no_training_launch(workload, entry.suggested_settings, entry.plan)
+    else:
+        found = no_serving_launch(workload, entry.suggested_settings, entry.plan)
     return found or "no launch for this engine or model"
 
 
