@@ -64,7 +64,7 @@ from budgets.engine.vllm import parse_version
 
 from .launch import FIXTURES, HEAD_NODE, Launch
 from .plans import Plan
-from .training_launch.common import ALLOCATOR, EXPANDABLE, _checked, split_env
+from .training_launch.common import ALLOCATOR, EXPANDABLE, _checked, call_problems, split_env, value_problems
 from .training_launch.transformers import HF_ATTENTION
 
 #: The transformers release whose definitions a generate script is checked against: the budget's default profile's.
@@ -120,34 +120,24 @@ class GenerateRelease:
             tree = ast.parse(script)
         except SyntaxError as exc:
             return [f"{GENERATE_SCRIPT}: {exc}"]
-        found: list[str] = []
-        called: set[str] = set()
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call) or ast.unparse(node.func) not in GENERATE_CALLS:
-                continue
-            name = ast.unparse(node.func)
-            called.add(name)
-            known = self.keywords[GENERATE_CALLS[name]]
-            for keyword in node.keywords:
-                if keyword.arg is None or keyword.arg not in known:
-                    found.append(f"{name}({keyword.arg}=…): not read by {self.label}")
-                else:
-                    found += self._value_problems(name, keyword.arg, keyword.value)
+        known = {name: self.keywords[entry] for name, entry in GENERATE_CALLS.items()}
+        found, called = call_problems(tree, known, f"not read by {self.label}", self._value_problems)
         found += [f"{name}: not called" for name in REQUIRED_CALLS if name not in called]
         if torchrun and "DistributedConfig" not in called:
             found.append("torchrun without a DistributedConfig: every rank would load the whole model")
         return found
 
     def _value_problems(self, name: str, keyword: str, value: ast.expr) -> list[str]:
-        try:
-            literal = ast.literal_eval(value)
-        except ValueError:
-            return []
-        if keyword == "cache_implementation" and literal not in self.cache_implementations:
-            return [f"{name}(cache_implementation={literal!r}): not one of {', '.join(self.cache_implementations)}"]
-        if keyword == "attn_implementation" and literal not in self.attention:
-            return [f"{name}(attn_implementation={literal!r}): not one of {', '.join(self.attention)}"]
-        return []
+        caches, attention = self.cache_implementations, self.attention
+        return value_problems(
+            name,
+            keyword,
+            value,
+            {
+                "cache_implementation": (caches, f"not one of {', '.join(caches)}"),
+                "attn_implementation": (attention, f"not one of {', '.join(attention)}"),
+            },
+        )
 
 
 @cache

@@ -3,7 +3,8 @@ command passes, the environment it sets and how notes name what holds less than 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import ast
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..launch import Launch, LaunchError
@@ -27,6 +28,45 @@ def split_env(argv: Sequence[str]) -> tuple[list[tuple[str, str]], list[str]]:
             name, _, value = rest.pop(0).partition("=")
             env.append((name, value))
     return env, rest
+
+
+def call_problems(
+    tree: ast.Module,
+    known: Mapping[str, Sequence[str] | frozenset[str]],
+    unread: str,
+    value_problems: Callable[[str, str, ast.expr], list[str]],
+) -> tuple[list[str], set[str]]:
+    """A script's calls to the functions ``known`` lists (by their written name, ``FastLanguageModel.from_pretrained``)
+    checked keyword by keyword: one the function does not read (``unread``: what that means, after ``name(kw=…): ``),
+    and ``value_problems(name, keyword, value)`` for the rest; with the names of the calls found."""
+    found: list[str] = []
+    called: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or ast.unparse(node.func) not in known:
+            continue
+        name = ast.unparse(node.func)
+        called.add(name)
+        for keyword in node.keywords:
+            if keyword.arg is None or keyword.arg not in known[name]:
+                found.append(f"{name}({keyword.arg}=…): {unread}")
+            else:
+                found += value_problems(name, keyword.arg, keyword.value)
+    return found, called
+
+
+def value_problems(
+    name: str, keyword: str, value: ast.expr, allowed: Mapping[str, tuple[Collection[object], str]]
+) -> list[str]:
+    """``name(keyword=value)``'s problem where ``allowed`` limits ``keyword`` to a set of values (with the text that
+    says which) and the literal written is not one of them; a value that is no literal is not checked."""
+    if keyword not in allowed:
+        return []
+    try:
+        literal = ast.literal_eval(value)
+    except ValueError:
+        return []
+    values, text = allowed[keyword]
+    return [] if literal in values else [f"{name}({keyword}={literal!r}): {text}"]
 
 
 def _value(value: object) -> str:

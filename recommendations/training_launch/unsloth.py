@@ -21,7 +21,7 @@ from budgets.engine.frameworks import framework_profile, fused_loss
 
 from ..launch import FIXTURES, Launch
 from ..plans import Plan
-from .common import ALLOCATOR, EXPANDABLE, LESS, _checked, _Draft, split_env
+from .common import ALLOCATOR, EXPANDABLE, LESS, _checked, _Draft, call_problems, split_env, value_problems
 
 #: The Unsloth release whose functions a training script is checked against: the profile's (unslothai/unsloth
 #: 400d995), with the TRL and transformers releases the fixture read (``tools/engine_args/extract_unsloth.py``).
@@ -82,32 +82,24 @@ class UnslothRelease:
             tree = ast.parse(dict(files)[UNSLOTH_SCRIPT])
         except SyntaxError as exc:
             return [f"{UNSLOTH_SCRIPT}: {exc}"]
-        found: list[str] = []
-        called: set[str] = set()
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call) or ast.unparse(node.func) not in UNSLOTH_CALLS:
-                continue
-            name = ast.unparse(node.func)
-            called.add(name)
-            known = {key for entry in UNSLOTH_CALLS[name] for key in self.keywords[entry]}
-            for keyword in node.keywords:
-                if keyword.arg is None or keyword.arg not in known:
-                    found.append(f"{name}({keyword.arg}=…): not a parameter in {self.label}, it would be ignored")
-                    continue
-                found += self._value_problems(name, keyword.arg, keyword.value)
+        known = {
+            name: frozenset(k for entry in lists for k in self.keywords[entry]) for name, lists in UNSLOTH_CALLS.items()
+        }
+        unread = f"not a parameter in {self.label}, it would be ignored"
+        found, called = call_problems(tree, known, unread, self._value_problems)
         found += [f"{name}: not called" for name in UNSLOTH_CALLS if name not in called]
         return found
 
     def _value_problems(self, name: str, keyword: str, value: ast.expr) -> list[str]:
-        try:
-            literal = ast.literal_eval(value)
-        except ValueError:
-            return []
-        if keyword == "optim" and literal not in self.optimizers:
-            return [f"{name}(optim={literal!r}): not one of transformers' OptimizerNames"]
-        if keyword == "use_gradient_checkpointing" and literal not in (True, False, "unsloth"):
-            return [f"{name}(use_gradient_checkpointing={literal!r}): True, False or 'unsloth'"]
-        return []
+        return value_problems(
+            name,
+            keyword,
+            value,
+            {
+                "optim": (self.optimizers, "not one of transformers' OptimizerNames"),
+                "use_gradient_checkpointing": ((True, False, "unsloth"), "True, False or 'unsloth'"),
+            },
+        )
 
 
 @cache
