@@ -159,9 +159,11 @@ def _links_text(view: ConfigurationView, plan: Plan, comm: roofline.Communicatio
         parts.append(f"{plan.pipeline} pipeline stages pass activations between nodes over {network}")
     if plan.expert > 1:
         if comm.expert_across_domains:
+            # one node whose devices have no NVLink between them talks over PCIe: the RDMA figure is its estimate
+            links = network if view.node_count > 1 else "PCIe (these devices have no NVLink between them)"
             where = (
-                f"across NVLink domains over {network}, at DeepEP's measured"
-                f" {roofline.all_to_all_us(plan.expert):.0f} µs per layer (128 tokens per rank)"
+                f"across NVLink domains over {links}, at DeepEP's measured"
+                f" {roofline.all_to_all_us(plan.expert):.0f} µs per layer (128 tokens per rank, over RDMA)"
             )
         else:
             where = f"over {nvlink}"

@@ -179,3 +179,25 @@ def test_a_framework_whose_tensor_parallelism_shards_the_sequence_runs_it_in_eve
     )
     assert plan_workload(workload, Plan(4, 1, 2, zero_stage=3)).parallelism.sequence_parallel is sequence_parallel
     assert plan_workload(workload, Plan(1, 1, 8, zero_stage=3)).parallelism.sequence_parallel is False
+
+
+def test_expert_parallel_on_one_node_without_nvlink_names_pcie_not_a_network() -> None:
+    """Four L40S cards in one server have no NVLink between them: an expert-parallel plan's all-to-all crosses PCIe,
+    and the entry says so rather than naming a scale-out network the configuration does not have; on a cluster the
+    same plan beyond one node names the cluster's network."""
+    from recommendations.plans import Plan
+    from recommendations.verdicts import _communication, _links_text
+
+    workload = Workload.model_validate(
+        {"task": "inference", "model": {"preset": "qwen3-30b-a3b"}, "inference": {"concurrent_sessions": 64}}
+    )
+    views = _views()
+    pcie = next(v for s, v in views.items() if s.startswith("l40s-x4") and v.nvlink_domain_size == 1)
+    plan = Plan(1, 1, 4, expert=4)
+    assert plan in candidate_plans(workload, pcie)
+    text = _links_text(pcie, plan, _communication(workload, pcie, plan))
+    assert "PCIe" in text and "Gb/s per GPU" not in text
+    cluster = views["h100-sxm-80gb-2x8-r570"]
+    wide = Plan(1, 1, 16, expert=16)
+    text = _links_text(cluster, wide, _communication(workload, cluster, wide))
+    assert "400 Gb/s per GPU" in text and "PCIe" not in text
