@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import TypedDict
 
 from .models.layers import heads_per_device
-from .models.parameters import ParameterCount
+from .models.parameters import ParameterCount, weight_groups
 from .models.spec import ModelSpec
 
 
@@ -121,7 +121,6 @@ def stage_parameters(
 
 
 def routed_expert_parameters(spec: ModelSpec) -> int:
-    """Parameters of the routed experts of every MoE layer (the shared experts and the router not counted)."""
-    if not spec.is_moe:
-        return 0
-    return spec.num_moe_layers * spec.num_experts * spec.mlp_matrices * spec.hidden_size * spec.expert_intermediate_size
+    """Parameters of the routed experts of every MoE layer (the shared experts and the router not counted): the
+    checkpoint's ``expert`` weight groups, biases included (``models.parameters.weight_groups``)."""
+    return sum(group.elements for group in weight_groups(spec) if group.role == "expert")
