@@ -7,6 +7,15 @@ Prints, per workload, each configuration's verdict, plan, per-device need agains
 time per output token and its communication terms (tensor parallel's all-reduces, the pipeline's transfers between
 nodes, expert parallel's all-to-all), and the links they cross. A report, not a gate: the targets are tests
 (``tests/recommendations/test_clusters.py``).
+
+Then the published figures of multi-GPU DeepSeek serving the engine can be compared with (``PUBLISHED``, a hold-out
+round: compared once, before any change made for them). Round 1, first comparison, 2026-12-02 (fifth session), as
+printed: vLLM 0.7.1 on 8×H200, TP8: the engine's KV pool 691,568 tokens against the published 512,000 (+35 %);
+vLLM 0.7.0, the same server before MLA: 691,568 against 54,560 (+1168 %). Both miss: the engine budgets vLLM
+releases before 0.7.1 with MLA's latent cache (70,272 B a token), where those stored every head's keys and values
+(the blog: MLA "offers approximately 9.6x more memory capacity for key-value caches"); and with it the 0.7.1 pool is
+about a third larger than the one implied (the server's settings, gpu_memory_utilization and max_model_len, are not
+published). Not tuned on: both stay hold-out.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.recommend_speed import fixture_views  # noqa: E402
-from budgets.engine import Workload  # noqa: E402
+from budgets.engine import Workload, estimate  # noqa: E402
 from recommendations.recommend import recommend  # noqa: E402
 
 GIB = 2**30
@@ -53,6 +62,57 @@ CASES: list[tuple[str, dict, tuple[str, ...]]] = [
 ]  # fmt: skip
 
 
+#: Published figures of multi-GPU DeepSeek serving (hold-out, round 1). The server's settings that are not published
+#: are vLLM's defaults (gpu_memory_utilization 0.9); T is the H200's 143,771 MiB as nvidia-smi prints it.
+PUBLISHED: list[dict[str, object]] = [
+    {
+        "id": "vllm-0.7.1-deepseek-v3-8xh200-tp8-mla",
+        "source": "https://www.redhat.com/pt-br/blog/enhancing-deepseek-models-mla-and-fp8-optimizations-vllm"
+        " (Red Hat / Neural Magic, 2025-02-04)",
+        "quote": "Optimized memory boosts token capacity from 54,560 to 512,000 [...] on an 8x NVIDIA H200 setup",
+        "engine_version": "0.7.1",
+        "tensor": 8,
+        "device_memory_mib": 143_771,
+        "device_name": "NVIDIA H200",
+        "kv_tokens": 512_000,
+    },
+    {
+        "id": "vllm-0.7.0-deepseek-v3-8xh200-tp8-before-mla",
+        "source": "the same post: the capacity before vLLM 0.7.1's MLA",
+        "quote": "token capacity from 54,560",
+        "engine_version": "0.7.0",
+        "tensor": 8,
+        "device_memory_mib": 143_771,
+        "device_name": "NVIDIA H200",
+        "kv_tokens": 54_560,
+    },
+]
+
+
+def compare_published() -> None:
+    print("Published multi-GPU DeepSeek serving (hold-out, round 1): KV pool tokens, engine against published")
+    for record in PUBLISHED:
+        workload = Workload.model_validate(
+            {
+                "name": str(record["id"]),
+                "task": "inference",
+                "model": {"hf_config": DEEPSEEK_V3},
+                "precision": {"weights": "fp8"},
+                "inference": {"engine": "vllm", "concurrent_sessions": 1, "max_input_tokens": 4096,
+                              "max_output_tokens": 4096},
+                "parallelism": {"tensor": record["tensor"]},
+                "runtime": {"engine_version": record["engine_version"]},
+            }
+        )  # fmt: skip
+        memory = int(record["device_memory_mib"]) * 2**20  # type: ignore[call-overload]
+        serving = estimate(workload, memory, str(record["device_name"])).serving
+        assert serving is not None
+        printed = int(record["kv_tokens"])  # type: ignore[call-overload]
+        error = (serving.kv_pool_tokens - printed) / printed
+        print(f"  {record['id']:<46} engine {serving.kv_pool_tokens:>9,} published {printed:>9,}  {error:+.0%}"
+              f"  ({serving.kv_bytes_per_token:,} B a token, profile vLLM {serving.profile})")  # fmt: skip
+
+
 def main() -> int:
     views = {view.slug: view for view in fixture_views()}
     for title, description, slugs in CASES:
@@ -76,6 +136,7 @@ def main() -> int:
             elif entry.verdict.value != "unsupported":
                 print("      no price")
         print()
+    compare_published()
     return 0
 
 
