@@ -55,13 +55,15 @@ def _verdicts(workload: Workload, accelerator: str) -> set[str]:
     return {entry.verdict.value for entry in recommend(workload, views)}
 
 
-def test_torchtune_full_fine_tune_of_8b_on_a_4090_is_within_10_percent_and_runs() -> None:
+def test_torchtune_full_fine_tune_of_8b_on_a_4090_is_within_10_percent_and_fits() -> None:
     """README v0.6.1:119: 18.9 GiB; the default transformers step (all gradients, states on the device) budgets
-    more than twice that. The verdict is ``tight``, not ``fits``: 4.4 GiB of headroom on the 4090 against a margin of
-    4.9 GiB, the budget's own uncertainty (the eager layers and loss are its high end under torch.compile)."""
+    more than twice that. It fits the 4090 with its margin; run eagerly (no compile) it is only ``tight``: the eager
+    chunked loss keeps every chunk's fp32 log-softmax."""
     assert abs(_error("torchtune-4090-llama-3.1-8b-full")) <= 0.10
     workload = _workload("torchtune-4090-llama-3.1-8b-full")
-    assert _verdicts(workload, "NVIDIA GeForce RTX 4090 24GB") == {"tight"}
+    assert _verdicts(workload, "NVIDIA GeForce RTX 4090 24GB") == {"fits"}
+    eager = workload.model_copy(update={"runtime": workload.runtime.model_copy(update={"compile": False})})
+    assert _verdicts(eager, "NVIDIA GeForce RTX 4090 24GB") == {"tight"}
     plain = _workload(
         "torchtune-4090-llama-3.1-8b-full",
         framework="transformers",

@@ -3,10 +3,12 @@ storage and QLoRA's saved inputs, frozen layers keeping no inputs (LoRA), LoRA d
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
 
+from benchmarks.gpu_published import peaks
 from budgets.engine import Workload, estimate
 from budgets.engine.components import activations as act
 from budgets.engine.components import training as tr
@@ -225,13 +227,35 @@ def test_compiled_layers_save_what_torch_compile_saved_on_cpu(d: int, measured: 
     assert 2 * act.compiled_saved_per_layer(spec, x) + final_norm == measured
 
 
-def test_compile_lowers_the_expected_activations_and_keeps_eager_as_high() -> None:
+def _fallback_figure(note: str) -> int:
+    """The eager figure a compiled budget's activations note names."""
+    found = re.search(r"falls back to eager .* reach ([\d,]+) B", note)
+    assert found, note
+    return int(found.group(1).replace(",", ""))
+
+
+def test_compile_lowers_the_activations_and_names_the_eager_fallback() -> None:
+    """The range is the compiled run's; a run that falls back to eager is named in the note, not the high end."""
     payload = _training("llama-3.2-1b", method="full", micro_batch_size=1, sequence_length=2048)
     eager = estimate(Workload.model_validate(payload)).per_device.component("activations")
     compiled_payload = {**payload, "runtime": {"compile": True}}
     compiled = estimate(Workload.model_validate(compiled_payload)).per_device.component("activations")
-    assert compiled.bytes < eager.bytes
-    assert compiled.high == eager.high
+    assert compiled.bytes < eager.bytes and compiled.high < eager.high
+    assert compiled.low <= compiled.bytes < compiled.high
+    assert _fallback_figure(compiled.note) >= eager.bytes
+
+
+def test_compile_saves_what_torchtunes_published_a100_table_saved() -> None:
+    """torchtune's llama3_2 3B table on one A100 (benchmarks/gpu_published/peaks.json): "+ Compile" lowered the
+    allocated peak from 60.0 to 51.0 GiB. The engine's compiled-minus-eager difference of that setup is within 10 %
+    of the 9.0 GiB, and the compiled run's measured peak lies inside its range."""
+    records = {r["id"]: r for r in peaks.load_records()}
+    eager = peaks.engine_view(records["torchtune-a100-llama-3.2-3b-full-packed4096"])
+    compile_record = records["torchtune-a100-llama-3.2-3b-full-packed4096-compile"]
+    compiled = peaks.engine_view(compile_record)
+    published = (60.0 - 51.0) * GIB
+    assert abs((eager["bytes"] - compiled["bytes"]) - published) <= 0.10 * published
+    assert compiled["low"] <= peaks.measured_bytes(compile_record) <= compiled["high"]
 
 
 @pytest.mark.parametrize(
@@ -261,13 +285,13 @@ def test_compiled_lora_layers_save_what_torch_compile_saved_on_cpu(targets: tupl
     assert layers + final_norm == measured
 
 
-def test_compile_lowers_lora_activations_and_keeps_eager_as_high() -> None:
+def test_compile_lowers_lora_activations_and_names_the_eager_fallback() -> None:
     payload = _training("llama-3.1-8b", method="lora", activation_checkpointing="none", sequence_length=512)
     eager = estimate(Workload.model_validate(payload)).per_device.component("activations")
     compiled_payload = {**payload, "runtime": {"compile": True}}
     compiled = estimate(Workload.model_validate(compiled_payload)).per_device.component("activations")
-    assert compiled.bytes < eager.bytes
-    assert compiled.high == eager.high
+    assert compiled.bytes < eager.bytes and compiled.high < eager.high
+    assert _fallback_figure(compiled.note) >= eager.bytes
 
 
 # torchtune's compiled `compute_cross_entropy` (F.cross_entropy(logits.float(), ...)) on bf16 [2048, 32000]
@@ -292,7 +316,8 @@ def test_compiled_chunked_loss_applies_with_compile_and_chunks_only() -> None:
     compiled = estimate(Workload.model_validate({**payload, "runtime": {"compile": True}})).per_device
     eager = estimate(Workload.model_validate(payload)).per_device
     assert compiled.component("activations").bytes < eager.component("activations").bytes
-    assert compiled.component("activations").high == eager.component("activations").high
+    assert compiled.component("activations").high < eager.component("activations").high
+    assert _fallback_figure(compiled.component("activations").note) >= eager.component("activations").bytes
     one_chunk = _training("llama-3.1-8b", method="qlora", loss_chunks=1)
     one_chunk["precision"] = {"weights": "nf4"}
     assert _activations({**one_chunk, "runtime": {"compile": True}}) == _activations(one_chunk)
