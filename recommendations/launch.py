@@ -382,20 +382,27 @@ def _transformers(workload: Workload, settings: Mapping[str, Any], plan: Plan | 
     return transformers_launch(workload, settings, plan)
 
 
+def _generic(workload: Workload, settings: Mapping[str, Any], plan: Plan | None) -> Launch | None:
+    from .launch_generic import generic_launch  # it builds on this module's Launch
+
+    return generic_launch(workload, settings, plan)
+
+
 #: The launch command of each serving engine that has one, by ``inference.engine``: (workload, the entry's settings,
 #: its plan) → the command, or None where that engine cannot run the plan as budgeted (``no_serving_launch`` says why).
 SERVING_LAUNCHES: dict[str, Callable[[Workload, Mapping[str, Any], Plan | None], Launch | None]] = {
     "vllm": lambda workload, settings, _plan: vllm_launch(workload, settings),
     "sglang": lambda workload, settings, _plan: sglang_launch(workload, settings),
     "transformers": _transformers,
+    "generic": _generic,
 }
 
 
 def launch_for(workload: Workload, settings: Mapping[str, Any], plan: Plan | None = None) -> Launch | None:
     """The command that runs an entry's plan (``settings``: its suggested settings; ``plan``: the entry's, which
-    the transformers launch reads): by the workload's engine for inference; None for an engine without one (the
-    generic engine names none), and for training and custom workloads (a training entry's command is
-    ``training_launch.training_launch``'s, for its plan)."""
+    the transformers and generic launches read): by the workload's engine for inference (the generic engine's is
+    vramplan's synthetic run of the budget, ``launch_generic``); None for training and custom workloads (a training
+    entry's command is ``training_launch.training_launch``'s, for its plan)."""
     if workload.task == "inference" and workload.inference is not None:
         launch = SERVING_LAUNCHES.get(workload.inference.engine)
         return launch(workload, settings, plan) if launch is not None else None
@@ -411,8 +418,12 @@ def no_serving_launch(workload: Workload, settings: Mapping[str, Any], plan: Pla
         from .launch_transformers import no_transformers_launch
 
         return no_transformers_launch(workload, settings, plan)
+    if inference.engine == "generic":
+        from .launch_generic import no_generic_launch
+
+        return no_generic_launch(workload, settings, plan)
     if inference.engine not in SERVING_LAUNCHES:
-        return f"the {inference.engine} engine names no server to launch: choose vllm, sglang or transformers"
+        return f"the {inference.engine} engine names no server to launch: choose vllm, sglang, transformers or generic"
     return "the workload names no checkpoint to load (a preset's repository, or a config.json's _name_or_path)"
 
 

@@ -161,7 +161,7 @@ def generate_release(release: str) -> GenerateRelease:
     )
 
 
-def _plan(settings: Mapping[str, Any], plan: Plan | None) -> Plan | None:
+def entry_plan(settings: Mapping[str, Any], plan: Plan | None) -> Plan | None:
     """The entry's plan; else the one its settings name (``vllm_settings``' keys), where they name one."""
     if plan is not None:
         return plan
@@ -310,7 +310,7 @@ def _launch(workload: Workload, settings: Mapping[str, Any], plan: Plan | None) 
     repo = workload.model.hf_repo() if workload.model is not None else None
     if repo is None:
         return "the workload names no checkpoint (an architecture): nothing for from_pretrained to load"
-    chosen = _plan(settings, plan)
+    chosen = entry_plan(settings, plan)
     if chosen is None:
         return "the entry names no plan"
     release = generate_release(TRANSFORMERS_RELEASE)

@@ -19,7 +19,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from .execute import RunOptions, run_measured
 from .sampling import write_timeline_csv
@@ -70,6 +71,26 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[st
     if args.upload is not None and not args.upload.startswith(("http://", "https://")):
         parser.error("--upload must be an http:// or https:// URL")
     return command
+
+
+class _Refused(Exception):
+    """What the parser or its checks would have printed before exiting with status 2."""
+
+
+def argv_problems(argv: Sequence[str]) -> list[str]:
+    """What ``vramplan-measure ARGV`` would refuse (its arguments after the program name): its parser's or its
+    checks' message, as it would print it; empty when it would run the command."""
+    parser = _parser()
+
+    def refuse(message: str) -> NoReturn:
+        raise _Refused(message)
+
+    parser.error = refuse  # type: ignore[method-assign]
+    try:
+        _check(parser, parser.parse_args(list(argv)))
+    except _Refused as exc:
+        return [str(exc)]
+    return []
 
 
 class _ProgressLine:

@@ -1,0 +1,149 @@
+"""The generic engine's launch (``recommendations.launch_generic``): a generic workload's runnable entries carry
+``vramplan-measure -- python -m workers.runner.synthetic acceptance_spec.json``, the budgeted run itself, checked
+against vramplan-measure's own parser and the synthetic spec check; or the reason the synthetic run cannot build
+it."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.recommend_speed import fixture_views
+from budgets.engine import Workload, estimate
+from recommendations.launch import launch_for, no_serving_launch
+from recommendations.launch_generic import SPEC_FILE, generic_launch, no_generic_launch
+from recommendations.plans import Plan
+from recommendations.recommend import recommend
+from recommendations.verdicts import Verdict
+from workers.runner import cli, synthetic
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "fixtures" / "workloads" / "generic-mistral-7b-contiguous.json"
+
+
+def _workload(model: dict[str, Any] | None = None, **sections: dict[str, Any]) -> Workload:
+    data = json.loads(EXAMPLE.read_text())
+    for name, fields in sections.items():
+        data[name] = {**data.get(name, {}), **fields}
+    return Workload.model_validate({**data, "model": model or data["model"]})
+
+
+def _spec(launch: Any) -> dict[str, Any]:
+    files = dict(launch.files)
+    assert set(files) == {SPEC_FILE}
+    return json.loads(files[SPEC_FILE])
+
+
+def test_every_fitting_entry_of_the_example_carries_the_measured_synthetic_run() -> None:
+    """Over the catalog: each ``fits`` entry of one device per replica carries a command vramplan-measure accepts,
+    whose spec the synthetic run builds, and whose workload, read back, budgets what the entry budgeted for one
+    replica's sessions; a tensor-parallel entry (16 GB V100s) says why it has none."""
+    workload = _workload()
+    fitting = [entry for entry in recommend(workload, fixture_views()) if entry.verdict == Verdict.FITS]
+    inference = workload.inference
+    assert inference is not None
+    split = [entry for entry in fitting if entry.plan is not None and entry.plan.devices_per_replica > 1]
+    assert split and len(split) < len(fitting)
+    for entry in split:
+        assert entry.launch is None
+        reason = no_serving_launch(workload, entry.suggested_settings, entry.plan)
+        assert reason is not None and "one device per process" in reason
+    for entry in fitting:
+        if entry in split:
+            continue
+        assert entry.plan is not None and entry.launch is not None, entry.configuration["slug"]
+        launch = entry.launch
+        measured = launch.argv[launch.argv.index("vramplan-measure") :]
+        assert measured == ("vramplan-measure", "--", "python", "-m", "workers.runner.synthetic", SPEC_FILE)
+        assert cli.argv_problems(measured[1:]) == []
+        spec = _spec(launch)
+        synthetic.load_plan(spec)  # raises SpecError if the run could not build it
+        assert launch.servers == entry.plan.replicas
+        read_back = Workload.model_validate(spec["workload"])
+        assert read_back.inference is not None
+        sessions = math.ceil(inference.concurrent_sessions / entry.plan.replicas)
+        assert read_back.inference.concurrent_sessions == sessions
+        one_replica = workload.model_copy(
+            update={"inference": inference.model_copy(update={"concurrent_sessions": sessions})}
+        )
+        assert estimate(read_back).per_device.total_bytes == estimate(one_replica).per_device.total_bytes
+        assert launch.checked_against.startswith("vramplan-measure ")
+
+
+def test_replicas_run_one_process_per_device_with_their_share() -> None:
+    workload = _workload()
+    launch = generic_launch(workload, {}, Plan(1, 1, 3))
+    assert launch is not None and launch.servers == 3
+    assert launch.argv[:2] == ("env", "CUDA_VISIBLE_DEVICES=0")
+    assert _spec(launch)["workload"]["inference"]["concurrent_sessions"] == 3  # ceil(8 / 3)
+    assert any("run 3 such processes" in note for note in launch.notes)
+
+
+@pytest.mark.parametrize(
+    ("sections", "plan", "named"),
+    [
+        ({}, Plan(2, 1, 1), "one device per process"),
+        ({"precision": {"weights": "int4"}}, Plan(1, 1, 1), "precision.weights"),
+        ({"precision": {"weights": "bf16", "kv_cache": "fp8"}}, Plan(1, 1, 1), "precision.kv_cache"),
+    ],
+    ids=["tensor-parallel", "int4-weights", "fp8-kv"],
+)
+def test_what_the_synthetic_run_cannot_build_gets_a_reason(sections: dict, plan: Plan, named: str) -> None:
+    workload = _workload(**sections)
+    assert generic_launch(workload, {}, plan) is None
+    reason = no_generic_launch(workload, {}, plan)
+    assert reason is not None and named in reason
+    assert no_serving_launch(workload, {}, plan) == reason
+
+
+def test_the_serving_registry_names_the_generic_launch() -> None:
+    workload = _workload()
+    assert launch_for(workload, {}, Plan(1, 1, 1)) == generic_launch(workload, {}, Plan(1, 1, 1))
+    assert no_generic_launch(workload, {}, Plan(1, 1, 1)) is None
+
+
+def test_vramplan_measure_refuses_what_its_parser_refuses() -> None:
+    assert cli.argv_problems(["--", "python", "x.py"]) == []
+    assert cli.argv_problems([]) == ["give the command to measure after --, e.g. vramplan-measure -- python3 job.py"]
+    assert cli.argv_problems(["--interval", "0", "--", "python"]) == [
+        "--interval must be between 0.0005 and 10 seconds"
+    ]
+    assert cli.argv_problems(["--upload", "https://x", "--", "python"]) == ["--upload and --order go together"]
+
+
+@pytest.mark.slow
+def test_the_launch_runs_on_cpu_under_vramplan_measure(tmp_path: Path) -> None:
+    """The command as generated, for a tiny architecture with its spec's device set to the CPU (no GPU here):
+    vramplan-measure runs the synthetic workload in a child and prints one measurement document."""
+    pytest.importorskip("torch")
+    workload = _workload(
+        model={
+            "architecture": {
+                "num_layers": 2,
+                "hidden_size": 64,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "intermediate_size": 128,
+                "vocab_size": 256,
+            },
+        },
+        precision={"weights": "fp32"},
+        inference={"max_input_tokens": 16, "max_output_tokens": 4, "concurrent_sessions": 2},
+    )
+    launch = generic_launch(workload, {}, Plan(1, 1, 1))
+    assert launch is not None
+    spec = {**_spec(launch), "device": "cpu"}
+    (tmp_path / SPEC_FILE).write_text(json.dumps(spec))
+    argv = [sys.executable, "-m", "workers.runner.cli", "--quiet", *launch.argv[1:]]
+    argv[argv.index("python")] = sys.executable
+    run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    document = json.loads(run.stdout)
+    assert document["outcome"] == "succeeded", document.get("error")
