@@ -266,7 +266,7 @@ class LaunchFileDocument(_Document):
 class LaunchDocument(_Document):
     """The command that runs the entry's plan, checked against the engine release's own flags."""
 
-    engine: Literal["vllm", "sglang", "torchtune", "torchtitan", "transformers", "litgpt", "unsloth"]
+    engine: Literal["vllm", "sglang", "torchtune", "torchtitan", "transformers", "litgpt", "unsloth", "generic"]
     checked_against: str = Field(description="The engine release whose flags the command passed, e.g. 'vllm 0.11.0'.")
     argv: list[str] = Field(description="The command as arguments.")
     text: str = Field(description="The same, quoted for a POSIX shell.")

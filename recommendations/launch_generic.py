@@ -44,10 +44,17 @@ def _version() -> str:
 
 
 def _spec(workload: Workload, sessions: int) -> dict[str, Any]:
-    """The synthetic run's spec: the workload as described, at one replica's sessions, on the GPU."""
+    """The synthetic run's spec: the workload as described, as one replica of the plan runs it (its sessions, one
+    device: the plan's parallelism, not the description's), on the GPU."""
     inference = workload.inference
     assert inference is not None
-    served = workload.model_copy(update={"inference": inference.model_copy(update={"concurrent_sessions": sessions})})
+    one_device = workload.parallelism.model_copy(update={"tensor": 1, "pipeline": 1, "data": 1, "expert": 1})
+    served = workload.model_copy(
+        update={
+            "inference": inference.model_copy(update={"concurrent_sessions": sessions}),
+            "parallelism": one_device,
+        }
+    )
     return {"workload": served.model_dump(mode="json", exclude_unset=True), "device": "cuda"}
 
 

@@ -46,6 +46,8 @@ def _gib(value: int | None) -> str:
 def _no_launch(workload: Workload, entry: Entry) -> str:
     """Why a ``fits`` or ``tight`` entry has no launch command."""
     found = None
+    if workload.task == "custom":
+        return "a custom workload runs its own program: register it (/api/v1/programs/) and order its acceptance job"
     if workload.task == "training" and entry.plan is not None:
         found = no_training_launch(workload, entry.suggested_settings, entry.plan)
     else:
