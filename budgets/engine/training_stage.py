@@ -98,7 +98,7 @@ def training_stage(
     x = activation_shape(spec, stage, t.micro_batch_size, t.sequence_length, t.sequence_length, d, fp16_cuda, cuda)
     params = _trainable(w, spec, stage, layer_p, emb_p, head_p, total_params, d)
     states = _model_states(w, spec, stage, params.trainable)
-    kept = _kept(w, x)
+    kept = _kept(w, stage, x)
     compiled = _Compiled(_compiled(w, spec, stage, kept), _compiled_loss(w, stage))
     a = _activations(w, spec, stage, x, states, compiled, kept)
     eager = _activations(w, spec, stage, x, states, _EAGER, kept) if compiled != _EAGER else a
@@ -290,7 +290,8 @@ def _trainable(
 def _model_states(w: Workload, spec: ModelSpec, stage: parallel.Stage, trainable: float) -> _ModelStates:
     assert w.training is not None
     t, prec = w.training, w.precision
-    grad_prec = prec.gradients or prec.weights
+    peft_fp32 = peft_fp32_adapters(w, stage)
+    grad_prec = "fp32" if peft_fp32 else (prec.gradients or prec.weights)
     if grad_prec not in ("fp32", "bf16", "fp16"):
         grad_prec = "bf16"  # quantized weights (QLoRA) still get half-precision gradients
     g_shards = stage.zero_shards_gradients
@@ -303,7 +304,7 @@ def _model_states(w: Workload, spec: ModelSpec, stage: parallel.Stage, trainable
     per_param_opt = tr.optimizer_state_bytes_per_param(
         t.optimizer,
         prec.weights if t.method == "full" else (prec.master_weights or prec.compute or "bf16"),
-        prec.master_weights,
+        None if peft_fp32 else prec.master_weights,  # PEFT's fp32 adapters are their own master copy
         spec.hidden_size,
     )
     o_shards = stage.zero_shards_optimizer
@@ -665,13 +666,37 @@ def _workspace(
     return ws_fixed + Range.exact(qlora_dequant)
 
 
-def _kept(w: Workload, x: act.Shape) -> act.Kept:
+def peft_fp32_adapters(w: Workload, stage: parallel.Stage) -> bool:
+    """Whether the run is PEFT's LoRA with fp32 adapters on a 16-bit base: the transformers framework (HF Trainer /
+    TRL with PEFT), bf16 or fp16 weights and ``master_weights: fp32``, outside ZeRO (one process, or DDP).
+
+    ``get_peft_model`` casts 16-bit adapters to fp32 by default (``autocast_adapter_dtype=True``: peft 0.21.2
+    mapping_func.py:110, tuners/tuners_utils.py ``_cast_adapter_dtype``), and TRL turns that off only under DeepSpeed
+    ZeRO-3 (trl 1.16.0 trainer/sft_trainer.py:846-870), where DeepSpeed keeps the fp32 master copy instead. So the
+    fp32 adapters are the master copy (no second one), their gradients are fp32, and each adapted projection's input
+    is copied to fp32 (``components.training.lora_input_bytes``); measured on CPU against peft 0.21.2
+    (tests/engine/test_training_mechanisms.py)."""
+    assert w.training is not None
+    t, prec = w.training, w.precision
+    return (
+        t.framework == "transformers"
+        and t.method == "lora"
+        and prec.weights in ("bf16", "fp16")
+        and prec.master_weights == "fp32"
+        and stage.zero_stage == 0
+    )
+
+
+def _kept(w: Workload, stage: parallel.Stage, x: act.Shape) -> act.Kept:
     assert w.training is not None
     t = w.training
     targets: list[str] = list(t.lora.target_modules)
     widths = profiles.workload_profile(w).lora_dropout_widths(tr.adapted_projections(targets), x)
-    dropout_bytes = tr.lora_dropout_bytes(widths, x.d, w.runtime.device == "cuda")
-    return tr.kept_inputs(t.method, targets, t.lora.rank, w.runtime.bitsandbytes_version, t.lora.dropout, dropout_bytes)
+    adapter_d = float(nbytes("fp32")) if peft_fp32_adapters(w, stage) else None
+    input_bytes = tr.lora_input_bytes(widths, adapter_d or x.d, x.d, t.lora.dropout, w.runtime.device == "cuda")
+    return tr.kept_inputs(
+        t.method, targets, t.lora.rank, w.runtime.bitsandbytes_version, t.lora.dropout, input_bytes, adapter_d
+    )
 
 
 def _notes(
@@ -692,9 +717,14 @@ def _notes(
     )
     notes["weights"] = params.weights_note
     notes["gradients"] = grad_note + "; absent in forward (zero_grad(set_to_none=True))"
+    peft_fp32 = peft_fp32_adapters(w, stage)
     notes["optimizer_state"] = (
         f"{t.optimizer}: {states.per_param_optimizer:g} B/param"
-        + (" incl. fp32 master copy" if prec.master_weights else " (states in the parameter dtype)")
+        + (
+            " (PEFT's fp32 adapters are the master copy: autocast_adapter_dtype, no second copy)"
+            if peft_fp32
+            else (" incl. fp32 master copy" if prec.master_weights else " (states in the parameter dtype)")
+        )
         + (f" / {states.optimizer_shards} (ZeRO-{stage.zero_stage})" if states.optimizer_shards > 1 else "")
     )
     notes["activations"] = (
@@ -712,6 +742,7 @@ def _notes(
             + (f" in {t.loss_chunks} chunks" if stage.holds_head and t.loss_chunks > 1 else "")
         )
         + f"; {params.train_note}"
+        + ("; PEFT's fp32 adapters: each adapted projection's input copied to fp32 and kept" if peft_fp32 else "")
         + _compile_note(w, compiled)
     )
     return notes

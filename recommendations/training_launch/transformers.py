@@ -306,11 +306,18 @@ class HfPrecision:
     notes: tuple[str, ...] = ()
 
 
-#: Why LoRA on a 16-bit base gets no launch outside DeepSpeed ZeRO-3 with an fp32 master copy.
+#: Why LoRA on a 16-bit base gets no launch but on one process or DDP with an fp32 master copy (PEFT's fp32 adapters,
+#: as the budget holds them: ``budgets.engine.training_stage.peft_fp32_adapters``) or under DeepSpeed ZeRO-3.
 PEFT_FP32_ADAPTERS = (
     "TRL {trl} leaves PEFT's autocast_adapter_dtype on outside DeepSpeed ZeRO-3 (trl/trainer/sft_trainer.py:846-870):"
     " fp32 adapters on the {weights} base, which copy every adapted projection's input to fp32"
-    " (peft/tuners/tuners_utils.py:2220-2235), and DeepSpeed keeps an fp32 master copy: neither is the budget's"
+    " (peft/tuners/tuners_utils.py:2220-2235), and DeepSpeed keeps an fp32 master copy: neither is this budget's."
+    " The budget holds that PEFT run with precision.master_weights fp32 on one device or DDP (no ZeRO)"
+)
+PEFT_ADAPTERS_NOTE = (
+    "PEFT keeps the adapters in fp32 on the {weights} base (get_peft_model's autocast_adapter_dtype, left on by TRL"
+    " outside DeepSpeed ZeRO-3: trl/trainer/sft_trainer.py:846-870) and copies each adapted projection's input to fp32:"
+    " the budget's fp32 master copy; --bf16 False keeps autocast off"
 )
 
 
@@ -337,8 +344,9 @@ def hf_precision(precision: PrecisionSpec, training: TrainingSpec, plan: Plan) -
     trl/trainer/base_config.py:68-75); 16-bit weights with an fp32 master copy are DeepSpeed's mixed precision, whose
     ZeRO optimizer keeps the fp32 master copy and states of each partition (the ZeRO convention the budget follows);
     QLoRA is ``_qlora_precision``'s. fp32 weights with 16-bit compute would run under ``torch.autocast``, whose
-    16-bit weight copies the budget does not hold, and LoRA on a 16-bit base has fp32 adapters except under
-    DeepSpeed ZeRO-3 (``PEFT_FP32_ADAPTERS``): refused."""
+    16-bit weight copies the budget does not hold. LoRA on a 16-bit base has PEFT's fp32 adapters except under
+    DeepSpeed ZeRO-3: with an fp32 master copy on one process or DDP that is the budget's run (plain PEFT, no
+    DeepSpeed: ``PEFT_ADAPTERS_NOTE``); otherwise refused (``PEFT_FP32_ADAPTERS``)."""
     if training.method == "qlora":
         return _qlora_precision(precision)
     weights, compute, master = precision.weights, precision.compute or "bf16", precision.master_weights
@@ -350,6 +358,8 @@ def hf_precision(precision: PrecisionSpec, training: TrainingSpec, plan: Plan) -
     mixed = master == "fp32" and weights in ("bf16", "fp16")
     if not (pure or mixed):
         return f"{weights} weights, {gradients} gradients, {master or 'no'} master copy: no HF Trainer run holds them"
+    if training.method == "lora" and weights != "fp32" and mixed and plan.zero_stage == 0:
+        return HfPrecision(HF_DTYPES[weights], notes=(PEFT_ADAPTERS_NOTE.format(weights=weights),))
     if training.method == "lora" and weights != "fp32" and not (mixed and plan.zero_stage == 3):
         return f"LoRA on a {weights} base: " + PEFT_FP32_ADAPTERS.format(trl=HF_RELEASES["trl"], weights=weights)
     if pure:
@@ -550,7 +560,9 @@ def _hf_read_precision(workload: Workload, command: HfCommand, config: Mapping[s
     ):
         return workload.precision
     weights = "nf4" if method == "qlora" else dtype
-    master = "fp32" if config["mixed_precision"] != "no" else None
+    # PEFT's fp32 adapters on a 16-bit base, one process or DDP (PEFT_ADAPTERS_NOTE): the budget's fp32 master copy
+    peft_fp32 = method == "lora" and dtype in ("bf16", "fp16") and config["distributed_type"] in ("NO", "MULTI_GPU")
+    master = "fp32" if config["mixed_precision"] != "no" or peft_fp32 else None
     update = {"weights": weights, "compute": dtype, "kv_cache": dtype, "gradients": dtype, "master_weights": master}
     return workload.precision.model_copy(update=update)
 

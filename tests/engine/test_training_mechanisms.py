@@ -118,6 +118,65 @@ def test_lora_dropout_defaults_to_peft_none() -> None:
     assert _activations(base) == _activations(explicit) < _activations(dropped)
 
 
+# PEFT 0.21.2 LoRA (rank 8) on one bf16 transformers 5.24 LlamaDecoderLayer, SDPA, h 256, 4 heads / 2 KV heads, MLP 688,
+# 2 × 128 tokens, torch 2.13 CPU: the distinct non-parameter storages its saved-tensor hooks received, by (targets,
+# dropout, autocast_adapter_dtype); printed by tools/measure/peft_lora_saved.py
+PEFT_LAYER_SAVED = {
+    (("q_proj", "v_proj"), 0.0, False): 2_152_448,
+    (("q_proj", "v_proj"), 0.0, True): 2_553_856,
+    (("q_proj", "v_proj"), 0.1, False): 2_545_664,
+    (("q_proj", "v_proj"), 0.1, True): 3_078_144,
+    (("q_proj", "k_proj", "v_proj", "o_proj"), 0.0, False): 2_160_640,
+    (("q_proj", "k_proj", "v_proj", "o_proj"), 0.0, True): 3_094_528,
+    (("q_proj", "k_proj", "v_proj", "o_proj"), 0.1, False): 3_078_144,
+    (("q_proj", "k_proj", "v_proj", "o_proj"), 0.1, True): 4_143_104,
+}
+# the layer's rope multiplies by cos and sin ([1, 128, 64] bf16 each), which the engine counts once per model
+ROPE_COS_SIN = 2 * 128 * 64 * 2
+
+
+@pytest.mark.parametrize(("case", "measured"), sorted(PEFT_LAYER_SAVED.items()), ids=str)
+def test_peft_lora_layer_saves_what_peft_saved_on_cpu(case: tuple, measured: int) -> None:
+    """bf16 adapters keep the projection input itself; PEFT's default fp32 adapters (autocast_adapter_dtype) keep
+    an fp32 copy of each adapted projection's input and fp32 A outputs instead."""
+    targets, dropout, autocast = case
+    spec, x = _measured_llama(2)
+    adapter_d = 4.0 if autocast else None
+    widths = GENERIC.lora_dropout_widths(tr.adapted_projections(list(targets)), x)
+    input_bytes = tr.lora_input_bytes(widths, adapter_d or x.d, x.d, dropout, cuda=False)
+    kept = tr.kept_inputs("lora", list(targets), 8, None, dropout, input_bytes, adapter_d)
+    assert GENERIC.training_layer_saved(spec, x, "sdpa", False, "none", 1, kept) + ROPE_COS_SIN == measured
+
+
+def _peft(parallelism: dict | None = None, **training) -> dict:
+    payload = _training(
+        method="lora", activation_checkpointing="none", sequence_length=1024,
+        lora={"rank": 16, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}, **training,
+    )  # fmt: skip
+    return {**payload, "precision": {"weights": "bf16", "master_weights": "fp32"}, "parallelism": parallelism or {}}
+
+
+def test_peft_fp32_adapters_outside_zero_are_their_own_master_copy() -> None:
+    """One process or DDP: fp32 adapters, fp32 gradients, AdamW's two fp32 states and no second copy, and each
+    adapted projection's input copied to fp32. Under ZeRO (DeepSpeed) the budget keeps 16-bit adapters beside the
+    optimizer's fp32 master copy, as TRL runs ZeRO-3."""
+    one = estimate(Workload.model_validate(_peft())).per_device
+    trainable = 32 * 16 * (4096 + 4096 + 2 * (4096 + 1024) + 4096 + 4096)  # Llama 3.1 8B, q/k/v/o, rank 16
+    assert one.component("gradients").bytes == trainable * 4
+    assert one.component("optimizer_state").bytes == trainable * 8
+    assert "PEFT's fp32 adapters" in one.component("activations").note
+    zero3 = estimate(Workload.model_validate(_peft({"data": 2, "zero_stage": 3}))).per_device
+    assert "PEFT's fp32 adapters" not in zero3.component("activations").note
+    assert zero3.component("optimizer_state").bytes == trainable * 12 // 2  # fp32 master + two states, 2 shards
+    pure = _peft()
+    pure["precision"] = {"weights": "bf16"}
+    bf16 = estimate(Workload.model_validate(pure)).per_device.component("activations").bytes
+    # 32 layers × 2 × 1024 tokens: four fp32 input copies (q, k, v of h = 4096; o of 4096) replace the one bf16 norm
+    # output q/k/v shared; o's input is SDPA's output either way; the A outputs (4 × rank 16) go from 2 to 4 bytes
+    copies = 32 * 2 * 1024 * (4 * 4096 * 4 - 4096 * 2 + 4 * 16 * 2)
+    assert one.component("activations").bytes - bf16 == pytest.approx(copies, rel=0.02)
+
+
 # lit-gpt 8641822's Block (bf16, torch 2.13 CPU, second of two layers, 2 × 64 tokens, h 512, 4 heads of 128,
 # I 1376, LoRA rank 8): the bytes of the distinct non-parameter storages its saved-tensor hooks received
 LITGPT_LAYER_MEASURED = [

@@ -44,9 +44,11 @@ from recommendations.training_launch import (
     workload_from_torchtune,
     workload_from_transformers,
 )
+from recommendations.training_launch.transformers import PEFT_FP32_ADAPTERS
 from recommendations.verdicts import Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
+PEFT_ZERO12_REASON = "LoRA on a bf16 base: " + PEFT_FP32_ADAPTERS.format(trl=HF_RELEASES["trl"], weights="bf16")
 TRAINING_EXAMPLES = [
     path for path in sorted((ROOT / "fixtures" / "workloads").glob("*.json"))
     if json.loads(path.read_text()).get("task") == "training"
@@ -720,8 +722,12 @@ def test_the_examples_transformers_runs_launch_and_those_it_cannot_say_why() -> 
         "the workload names no checkpoint for trl sft to load (a given architecture)"
         in reasons["train-zero3-dp64-7.5b"]
     )
-    assert any(reason.startswith("LoRA on a bf16 base: TRL 1.16.0 leaves PEFT's autocast_adapter_dtype on")
-               for reason in reasons["train-llama-3.1-8b-lora"])  # fmt: skip
+    # LoRA on a bf16 base with an fp32 master copy: PEFT's fp32 adapters on one device or DDP, DeepSpeed under ZeRO-3
+    tensor = (
+        "tensor or pipeline parallelism: this launch runs the HF Trainer's data parallelism (DDP, FSDP2, DeepSpeed"
+        " ZeRO) only"
+    )
+    assert reasons["train-llama-3.1-8b-lora"] <= {"", PEFT_ZERO12_REASON, tensor}
     assert any("tensor or pipeline parallelism" in reason for reason in reasons["train-llama-3.1-70b-tp4-pp4"])
 
 
@@ -820,8 +826,14 @@ def test_what_the_hf_trainer_cannot_run_as_budgeted_is_refused_with_the_reason()
     autocast = _hf_workload(precision={"weights": "fp32", "compute": "bf16"})
     assert "torch.autocast" in _launch(autocast, one)[1]
     lora = _hf_workload(precision={"weights": "bf16", "master_weights": "fp32"}, method="lora")
-    assert "PEFT's autocast_adapter_dtype on" in _launch(lora, Plan(1, 1, 4, 2))[1]
+    assert _launch(lora, Plan(1, 1, 4, 2))[1] == PEFT_ZERO12_REASON
     assert _launch(lora, Plan(1, 1, 4, 3))[0] is not None  # ZeRO-3: TRL keeps the adapters in the base's dtype
+    for plan in (one, Plan(1, 1, 4, 0)):  # PEFT's fp32 adapters, the budget's master copy: plain PEFT, no DeepSpeed
+        launch = _launch(lora, plan)[0]
+        assert launch is not None and any("PEFT keeps the adapters in fp32" in note for note in launch.notes)
+        assert _config(launch)["distributed_type"] in ("NO", "MULTI_GPU")
+    pure_lora = _hf_workload(precision={"weights": "bf16"}, method="lora")
+    assert "precision.master_weights fp32" in _launch(pure_lora, one)[1]
     qlora = _hf_workload(precision={"weights": "nf4", "compute": "bf16"}, method="qlora")
     assert "QLoRA with ZeRO-3" in _launch(qlora, Plan(1, 1, 4, 3))[1]
     fp16_qlora = _hf_workload(precision={"weights": "nf4", "compute": "fp16"}, method="qlora")

@@ -423,8 +423,10 @@ class Kept:
     down_input: bool = True  # the MLP product (activation output), read by down (fc2)
     o_input: bool = True  # the attention output as o_proj reads it (a copy in some implementations)
     adapter_outputs: int = 0  # per token: LoRA rank × adapted linears
-    dropout_bytes: float = 0  # per token: LoRA dropouts' outputs and masks (components/training.py)
+    dropout_bytes: float = 0  # per token: LoRA dropouts' outputs and masks, or the adapters' input copies
+    # (components/training.py `lora_input_bytes`)
     adapted: frozenset[str] = frozenset()  # the projections that carry a LoRA adapter
+    adapter_d: float | None = None  # the adapters' dtype bytes where it is not the compute's (PEFT's fp32 adapters)
 
 
 ALL_TRAINED = Kept()
@@ -710,7 +712,7 @@ def training_saved_per_layer(
         attn, norms = 0.0, norms - _norm_saved(spec, x, kept.qkv_input, kept.norm_weights) / sp_t
     if mlp_kind == "none":  # a mixer block without an MLP: neither the MLP nor its norm
         mlp, norms = 0.0, norms - _norm_saved(spec, x, kept.mlp_input, kept.norm_weights) / sp_t
-    adapters = x.tokens * (kept.adapter_outputs * x.d + kept.dropout_bytes)
+    adapters = x.tokens * (kept.adapter_outputs * (kept.adapter_d or x.d) + kept.dropout_bytes)
     residual_dropouts = 2 * x.tokens * x.h * dropout_mask_bytes(x.d, x.cuda) / sp_t if spec.hidden_dropout else 0
     return norms + attn + mlp + adapters + residual_dropouts
 
@@ -757,7 +759,7 @@ def compiled_saved_per_layer(spec: ModelSpec, x: Shape, kept: Kept = ALL_TRAINED
     hidden = tok * x.h * x.d
     norms = 2 * (hidden + tok * 4) + hidden * (kept.qkv_input + kept.mlp_input)
     attention = tok * (2 * x.q + 2 * x.kv) * x.d + x.b * x.heads * x.s * 4
-    adapters = tok * kept.adapter_outputs * x.d
+    adapters = tok * kept.adapter_outputs * (kept.adapter_d or x.d)
     return norms + attention + adapters + (2 + kept.down_input) * tok * x.inter * x.d
 
 

@@ -97,6 +97,18 @@ def lora_dropout_bytes(input_widths: list[int], d: float, cuda: bool) -> float:
     return sum(input_widths) * (d + dropout_mask_bytes(d, cuda))
 
 
+def lora_input_bytes(input_widths: list[int], adapter_d: float, compute_d: float, dropout: float, cuda: bool) -> float:
+    """Per token: what the adapters keep of their inputs other than the projection input itself, one entry of
+    `input_widths` per adapter input. With LoRA dropout, the dropout's output and mask in the adapters' dtype
+    (`lora_dropout_bytes`). Without it, adapters in another dtype than the compute (PEFT's fp32 adapters on a 16-bit
+    base) keep each projection's input cast to theirs: `x = self._cast_input_dtype(x, lora_A.weight.dtype)` before
+    `lora_A` (peft 0.21.2 tuners/lora/layer.py:1099-1101, tuners/tuners_utils.py:2220-2235), one copy per adapted
+    projection; else nothing (A keeps the projection input itself)."""
+    if dropout > 0:
+        return lora_dropout_bytes(input_widths, adapter_d, cuda)
+    return sum(input_widths) * adapter_d if adapter_d != compute_d else 0.0
+
+
 def kept_inputs(
     method: str,
     targets: list[str],
@@ -104,18 +116,20 @@ def kept_inputs(
     bitsandbytes_version: str | None,
     dropout: float = 0.0,
     dropout_bytes: float = 0.0,
+    adapter_d: float | None = None,
 ) -> Kept:
     """Which layer inputs the training step keeps for backward: all of them in full fine-tuning; with
     frozen base weights (LoRA, QLoRA) only those of the adapted projections (each adapter's A keeps the
-    projection input, or with LoRA dropout the dropout's output and mask (`dropout_bytes` per token),
-    its B A's rank-wide output) and no norm's normalized tensor; QLoRA on bitsandbytes before 0.43.2
-    also every 4-bit projection's input."""
+    projection input; with LoRA dropout, or adapters in another dtype than the compute (`adapter_d`, bytes), what
+    `lora_input_bytes` gives instead (`dropout_bytes` per token); its B A's rank-wide output in the adapters' dtype)
+    and no norm's normalized tensor; QLoRA on bitsandbytes before 0.43.2 also every 4-bit projection's input."""
     if method == "full":
         return ALL_TRAINED
     adapted = adapted_projections(targets)
     old_bnb = bitsandbytes_version is not None and parse_version(bitsandbytes_version) < BNB_KEEPS_INPUT_BEFORE
     every_input = method == "qlora" and old_bnb
-    by_adapter = adapted if dropout == 0 else set()  # an adapter keeps its raw input only without dropout
+    # an adapter keeps its raw input only without dropout and in the compute dtype
+    by_adapter = adapted if dropout == 0 and adapter_d is None else set()
     return Kept(
         norm_weights=False,
         qkv_input=every_input or bool(by_adapter & {"q_proj", "k_proj", "v_proj"}),
@@ -124,5 +138,6 @@ def kept_inputs(
         o_input=every_input or "o_proj" in by_adapter,
         adapter_outputs=rank * len(adapted),
         adapted=frozenset(adapted),
-        dropout_bytes=dropout_bytes if dropout > 0 else 0.0,
+        dropout_bytes=dropout_bytes if dropout > 0 or adapter_d is not None else 0.0,
+        adapter_d=adapter_d,
     )
