@@ -8,14 +8,16 @@ time per output token and its communication terms (tensor parallel's all-reduces
 nodes, expert parallel's all-to-all), and the links they cross. A report, not a gate: the targets are tests
 (``tests/recommendations/test_clusters.py``).
 
-Then the published figures of multi-GPU DeepSeek serving the engine can be compared with (``PUBLISHED``, a hold-out
-round: compared once, before any change made for them). Round 1, first comparison, 2026-12-02 (fifth session), as
-printed: vLLM 0.7.1 on 8×H200, TP8: the engine's KV pool 691,568 tokens against the published 512,000 (+35 %);
-vLLM 0.7.0, the same server before MLA: 691,568 against 54,560 (+1168 %). Both miss: the engine budgets vLLM
-releases before 0.7.1 with MLA's latent cache (70,272 B a token), where those stored every head's keys and values
-(the blog: MLA "offers approximately 9.6x more memory capacity for key-value caches"); and with it the 0.7.1 pool is
-about a third larger than the one implied (the server's settings, gpu_memory_utilization and max_model_len, are not
-published). Not tuned on: both stay hold-out.
+Then the published multi-node training peaks (torchtitan's 405B on 512 H100s and 70B on 256, from
+``benchmarks/gpu_published/peaks.json``: issue 18's "within 10 % of a published multi-node run"), the engine on each
+run's own setup. Then the published figures of multi-GPU DeepSeek serving the engine can be compared with
+(``PUBLISHED``, a hold-out round: compared once, before any change made for them). Round 1, first comparison,
+2026-12-02 (fifth session), as printed: vLLM 0.7.1 on 8×H200, TP8: the engine's KV pool 691,568 tokens against the
+published 512,000 (+35 %); vLLM 0.7.0, the same server before MLA: 691,568 against 54,560 (+1168 %). Both miss: the
+engine budgets vLLM releases before 0.7.1 with MLA's latent cache (70,272 B a token), where those stored every head's
+keys and values (the blog: MLA "offers approximately 9.6x more memory capacity for key-value caches"); and with it the
+0.7.1 pool is about a third larger than the one implied (the server's settings, gpu_memory_utilization and
+max_model_len, are not published). Not tuned on: both stay hold-out.
 """
 
 from __future__ import annotations
@@ -113,6 +115,24 @@ def compare_published() -> None:
               f"  ({serving.kv_bytes_per_token:,} B a token, profile vLLM {serving.profile})")  # fmt: skip
 
 
+def compare_multi_node_training() -> None:
+    """The published multi-node torchtitan peaks (``benchmarks/gpu_published/peaks.json``), the engine on the run's
+    own setup: the 405B run is issue 18's "within 10 % of a published multi-node run's peak"."""
+    from benchmarks.gpu_published import peaks
+
+    print("Published multi-node training peaks (torchtitan, H100 96 GB; benchmarks/gpu_published/peaks.json)")
+    for record in peaks.load_records():
+        parallelism = record["workload"].get("parallelism", {})
+        devices = parallelism.get("tensor", 1) * parallelism.get("pipeline", 1) * parallelism.get("data", 1)
+        if devices <= 8:
+            continue
+        row = peaks.compare(record)
+        engine = f"engine {row['engine_gib']:6.2f} GiB ({row['low_gib']:.2f}–{row['high_gib']:.2f})"
+        print(f"  {record['id']:<56} {devices:>4} GPUs  {engine}  published {row['measured_gib']:6.2f} GiB"
+              f"  {row['error_pct']:+.1f} %")  # fmt: skip
+    print()
+
+
 def main() -> int:
     views = {view.slug: view for view in fixture_views()}
     for title, description, slugs in CASES:
@@ -136,6 +156,7 @@ def main() -> int:
             elif entry.verdict.value != "unsupported":
                 print("      no price")
         print()
+    compare_multi_node_training()
     compare_published()
     return 0
 

@@ -54,6 +54,12 @@ class TrainingFrameworkProfile:
     # its tensor parallelism shards the norms' and residual activations over the sequence too (Megatron's sequence
     # parallelism), so a plan with tensor > 1 runs it; False: tensor parallel without it
     sequence_parallel_with_tensor: bool = False
+    # torchao Float8 linears with FSDP float8 all-gather may be asked for (``training.float8_linear``)
+    float8_linear: bool = False
+    # with pipeline stages, FSDP2 keeps each stage's parameters gathered through the step and its gradients unsharded,
+    # accumulated over the micro-batches in the reduce dtype, until the last backward (torch.distributed.pipelining
+    # under FSDP2): ``training_stage._pipelined_fsdp``
+    pipeline_keeps_fsdp_gathered: bool = False
 
     def runs_stage(self, zero_stage: int, tensor: int, pipeline: int) -> bool:
         """Whether its data-parallel ranks can run ``zero_stage`` under that tensor and pipeline split."""
@@ -117,6 +123,12 @@ FRAMEWORKS: dict[str, TrainingFrameworkProfile] = {
         # the TP plan shards the norms' inputs over the sequence: "norm"/"attention_norm"/"ffn_norm":
         # SequenceParallel() (models/llama3/infra/parallelize.py:171, 208, 217 at v0.2.0)
         sequence_parallel_with_tensor=True,
+        # torchtitan/components/quantization/float8.py:86-96 (Float8LinearConfig(enable_fsdp_float8_all_gather=...))
+        float8_linear=True,
+        # fsdp_reshard_after_forward "default": `reshard_after_forward = not pp_enabled` (models/llama3/infra/
+        # parallelize.py:289-292 at v0.2.0); the pipeline stage turns FSDP's gradient sync and reshard after
+        # backward off until the last micro-batch (torch/distributed/pipelining/stage.py `backward_maybe_with_nosync`)
+        pipeline_keeps_fsdp_gathered=True,
     ),
     "unsloth": TrainingFrameworkProfile(
         "unsloth",

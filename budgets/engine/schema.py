@@ -425,6 +425,13 @@ class TrainingSpec(_Section):
         " cross-entropy): no logits are materialized; default (null): Unsloth's Llama forward fuses them, others do"
         " not",
     )
+    float8_linear: bool = Field(
+        False,
+        description="torchtitan's Float8 training (model.converters ['float8'] with"
+        " quantize.linear.float8.enable_fsdp_float8_all_gather): the linear layers' weights are gathered by FSDP in"
+        " float8, 1 B per element instead of the compute dtype's; the saved activations stay in the compute dtype"
+        " (torchtitan only)",
+    )
     cpu_offload: Literal["none", "optimizer", "parameters"] = Field(
         "none",
         description="optimizer: the optimizer states, master weights and reduced gradients in host RAM and the step"
@@ -449,6 +456,11 @@ class TrainingSpec(_Section):
             raise ValueError(
                 "activation_offloading offloads the checkpointed layer inputs: it needs activation_checkpointing"
                 f" 'full' and framework {names_with('activation_offloading')} (the frameworks that implement it)"
+            )
+        if self.float8_linear and not profile.float8_linear:
+            raise ValueError(
+                "float8_linear is torchtitan's Float8 training with float8 all-gather: set framework"
+                f" {names_with('float8_linear')}, or leave it false"
             )
         if self.fused_loss and not profile.fused_loss:
             raise ValueError(

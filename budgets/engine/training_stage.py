@@ -9,7 +9,7 @@ several instants rather than once.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from . import frameworks, parallel, profiles
@@ -102,6 +102,15 @@ def training_stage(
     compiled = _Compiled(_compiled(w, spec, stage, kept), _compiled_loss(w, stage))
     a = _activations(w, spec, stage, x, states, compiled, kept)
     eager = _activations(w, spec, stage, x, states, _EAGER, kept) if compiled != _EAGER else a
+    # a pipelined FSDP stage's late backward phases are those of a later micro-batch, one fewer in flight
+    # (`_pipelined_fsdp`); elsewhere the one micro-batch's
+    pipelined = _pipelined_fsdp_applies(w, stage)
+    later = stage.in_flight_microbatches - 1
+    late = (
+        _activations(w, spec, replace(stage, in_flight_microbatches=later), x, states, compiled, kept)
+        if pipelined and later >= 1
+        else a
+    )
     weights, optimizer, batch = params.weights, states.optimizer, a.batch
 
     out = StagePhases(stage.name)
@@ -115,7 +124,7 @@ def training_stage(
         # allocated peak by 9.0 GiB, the engine's compiled-minus-eager budget of that setup by 8.85 GiB
         # (tests/engine/test_training_mechanisms.py). A run whose compile falls back to eager is not the stated
         # setup: the note names its figure (`_eager_fallback_note`).
-        v = getattr(a, field)
+        v = getattr(late if field in _LATE_FIELDS else a, field)
         return Range(min(int(v * lo), int(v)), int(v), max(int(v * hi), int(v)))
 
     out.phases["forward"] = {"activations": band("forward") + batch}
@@ -146,6 +155,12 @@ def training_stage(
     if compiled != _EAGER:
         out.notes["activations"] += _eager_fallback_note(a, eager)
     _place(w, stage, layer_p, states, a, out)
+    if pipelined:
+        next_start = band("backward_start")
+        if late is not a:
+            v = late.backward_start
+            next_start = Range(min(int(v * lo), int(v)), int(v), max(int(v * hi), int(v)))
+        _pipelined_fsdp(w, stage, (layer_p, emb_p, head_p), states, next_start + batch, out)
     out.transient_for_fragmentation = int(max(a.forward, a.backward_start))
     out.live_tensors = param_tensors(spec, stage.layers) * (4 if t.method == "full" else 1)
     return out
@@ -223,6 +238,72 @@ def _place(
         )
     out.host_bytes = int(sum(b for _, b in host))
     out.host_note = "; ".join(f"{why} {int(b):,} B" for why, b in host if b)
+
+
+_LATE_FIELDS = ("backward_head", "backward_first_layer", "backward_end")
+
+
+def _pipelined_fsdp_applies(w: Workload, stage: parallel.Stage) -> bool:
+    """Pipeline stages under FSDP (ZeRO-2/3 over more than one rank) in a framework that keeps them gathered."""
+    assert w.training is not None
+    profile = frameworks.framework_profile(w.training.framework)
+    return (
+        profile.pipeline_keeps_fsdp_gathered and w.parallelism.pipeline > 1 and stage.zero_stage >= 2 and stage.data > 1
+    )
+
+
+def _pipelined_fsdp(
+    w: Workload,
+    stage: parallel.Stage,
+    params: tuple[float, float, float],
+    states: _ModelStates,
+    next_start: Range,
+    out: StagePhases,
+) -> None:
+    """A framework whose pipeline stages keep FSDP gathered (``pipeline_keeps_fsdp_gathered``: torchtitan) runs every
+    micro-batch of a stage on its whole parameters and accumulates whole gradients.
+
+    torchtitan turns FSDP2's reshard-after-forward off when pipeline stages are on (``reshard_after_forward = not
+    pp_enabled``, models/llama3/infra/parallelize.py:289-292 at v0.2.0), and the pipeline stage turns reshard after
+    backward and gradient sync off for every micro-batch's backward (torch 2.13
+    distributed/pipelining/stage.py:844-848), so: the stage's parameters stay gathered in FSDP's param dtype (the
+    compute dtype; the linear weights in float8 with ``float8_linear``'s float8 all-gather) from the first forward to
+    the end of the last backward, and FSDP2 keeps each parameter's gradient unsharded, upcast to the reduce dtype and
+    accumulated over the micro-batches (fsdp/_fully_shard/_fsdp_param.py:802-820 ``to_accumulated_grad_if_needed``;
+    torchtitan's mixed_precision_reduce "float32", config/job_config.py:239). The last backward reduce-scatters them
+    into the sharded gradients and reshards the parameters before the optimizer step. So the first micro-batch's
+    backward starts with no gradient and every micro-batch in flight (``backward``); from its late phases on, and at
+    the next micro-batch's backward (``backward_next_microbatch``: ``next_start``, its activations), every gradient
+    exists and one micro-batch fewer is in flight. ZeRO-3's per-layer gathers are part of the whole stage here."""
+    assert w.training is not None
+    t = w.training
+    layer_p, emb_p, head_p = params
+    d = nbytes(w.precision.compute or "bf16")
+    linear_d = nbytes("fp8") if t.float8_linear else d
+    gathered = Range.exact(int((layer_p + head_p) * linear_d + emb_p * d))
+    accumulated = int((layer_p + emb_p + head_p) * nbytes("fp32"))
+    out.phases["backward_next_microbatch"] = {"activations": next_start}
+    for name, alive in out.phases.items():
+        if name == "optimizer_step":
+            continue
+        alive["weights"] = gathered
+        if name not in ("forward", "backward"):
+            alive["gradients"] = Range.exact(accumulated + (states.grads.bytes if name == "backward_end" else 0))
+    if stage.zero_stage >= 3:  # ZeRO-3's two gathered layers (`_workspace`) are part of the whole stage here
+        per_layer = layer_p / max(stage.layers, 1)
+        gather = int(2 * per_layer * nbytes(w.precision.weights))
+        ws = out.fixed["workspace"]
+        out.fixed["workspace"] = Range(max(ws.low - gather, 0), max(ws.bytes - gather, 0), max(ws.high - gather, 0))
+    out.notes["weights"] = (
+        out.notes.get("weights", "")
+        + f"; pipeline stages under FSDP2: the stage's {layer_p + emb_p + head_p:,.0f} parameters stay gathered"
+        + (" (linear weights in float8)" if t.float8_linear else "")
+        + f" through forward and backward, {gathered.bytes:,} B"
+    )
+    out.notes["gradients"] = (
+        f"pipeline stages under FSDP2: unsharded fp32 gradients accumulated over the micro-batches, {accumulated:,} B,"
+        " from the first backward to the last, reduce-scattered then"
+    )
 
 
 def _trainable(

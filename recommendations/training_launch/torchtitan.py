@@ -168,9 +168,12 @@ class TorchtitanRelease:
             found.append(f"model.name {config['model.name']}: not a model of torchtitan {self.release}")
         elif config["model.flavor"] not in model["flavors"]:
             found.append(f"model.flavor {config['model.flavor']}: not a flavor of {config['model.name']}")
-        if config["model.converters"]:
-            found.append(f"model.converters {config['model.converters']}: the config converts the model (float8),"
+        converters = config["model.converters"]
+        if converters and "--model.converters" not in dict(command.args):
+            found.append(f"model.converters {converters}: the config converts the model (float8),"
                          " which the command cannot clear")  # fmt: skip
+        elif converters and converters != ["float8"]:
+            found.append(f"model.converters {converters}: the budget models the float8 converter only")
         degrees = ("data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
                    "pipeline_parallel_degree", "context_parallel_degree")  # fmt: skip
         product = math.prod(int(config[f"parallelism.{name}"]) for name in degrees)
@@ -376,11 +379,20 @@ def _titan_parallel(draft: _TitanDraft, release: TorchtitanRelease, model: str, 
         draft.set("--parallelism.pipeline_parallel_schedule", "1F1B")
         draft.set("--parallelism.pipeline_parallel_first_stage_less_layers", 0)
         draft.set("--parallelism.pipeline_parallel_last_stage_less_layers", 0)
-    if fsdp:
+    if fsdp and plan.pipeline > 1:
+        # the default keeps each stage gathered under a pipeline (parallelize.py:289-292), as the budget holds it
+        # (budgets/engine/training_stage.py `_pipelined_fsdp`), whatever the plan's ZeRO stage
+        draft.set("--parallelism.fsdp_reshard_after_forward", "default")
+        draft.notes.append(
+            "pipeline stages under FSDP2 keep their parameters gathered and their gradients unsharded, in fp32, until"
+            " the last micro-batch's backward (fsdp_reshard_after_forward default; torch.distributed.pipelining turns"
+            " gradient sync off between micro-batches): budgeted"
+        )
+    elif fsdp:
         draft.set("--parallelism.fsdp_reshard_after_forward", "never" if plan.zero_stage == 2 else "always")
-        if plan.zero_stage < 2:
-            draft.notes.append(f"ZeRO-{plan.zero_stage}: torchtitan shards with FSDP2, resharding after every forward"
-                               " (ZeRO-3), " + LESS)  # fmt: skip
+    if fsdp and plan.zero_stage < 2:
+        how = "keeping each stage gathered" if plan.pipeline > 1 else "resharding after every forward (ZeRO-3)"
+        draft.notes.append(f"ZeRO-{plan.zero_stage}: torchtitan shards with FSDP2, {how}, " + LESS)
     if plan.tensor > 1:
         draft.notes.append(
             "tensor parallelism with sequence parallelism (parallelize.py apply_tp: the norms and the"
@@ -407,6 +419,14 @@ def _titan_memory(draft: _TitanDraft, workload: Workload, plan: Plan) -> None:
     if recompute == "selective":
         draft.notes.append("activation_checkpointing selective: torchtitan has no attention-only recomputation; it"
                            " recomputes whole layers (--activation_checkpoint.mode full), " + LESS)  # fmt: skip
+    if training.float8_linear:
+        # torchao Float8 linears, tensorwise scaling, FSDP's all-gather in float8 (components/quantization/float8.py:
+        # 86-96); `switch` writes a bool flag alone
+        draft.set("--model.converters", "float8")
+        draft.switch("--quantize.linear.float8.enable_fsdp_float8_all_gather", True)
+        draft.switch("--quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp", True)
+        draft.notes.append("float8 linears need torchao (pip install torchao) and an sm_89 or newer GPU (float8 tensor"
+                           " cores)")  # fmt: skip
     draft.switch("--compile.enable", runtime.compile)
     if runtime.compile:
         draft.set("--compile.components", "model")
@@ -554,6 +574,8 @@ def workload_from_torchtitan(argv: Sequence[str], workload: Workload) -> tuple[W
             "optimizer_impl": impl,
             "optimizer_in_backward": False,
             "cpu_offload": "parameters" if config["training.enable_cpu_offload"] else "none",
+            "float8_linear": config["model.converters"] == ["float8"]
+            and config["quantize.linear.float8.enable_fsdp_float8_all_gather"],
         }
     )
     precision = _titan_read_precision(workload, config, fsdp, autocast=not fsdp and tensor * pipeline == 1)
@@ -565,5 +587,7 @@ def workload_from_torchtitan(argv: Sequence[str], workload: Workload) -> tuple[W
         }
     )
     update = {"training": trained, "precision": precision, "runtime": runtime}
+    # "default" under a pipeline keeps each stage gathered over sharded parameters: ZeRO-3's budget, which
+    # `_pipelined_fsdp` then gathers per stage
     zero = (2 if config["parallelism.fsdp_reshard_after_forward"] == "never" else 3) if fsdp else 0
     return workload.model_copy(update=update), Plan(tensor, pipeline, replicate * shard, zero)

@@ -593,6 +593,29 @@ def test_torchtitan_runs_zero_0_as_ddp_and_shards_the_other_stages_with_fsdp() -
     )
 
 
+def test_torchtitan_pipeline_stages_under_fsdp_keep_the_default_and_float8_sets_its_converter() -> None:
+    """Under a pipeline FSDP2's default keeps each stage gathered, which the budget holds (``_pipelined_fsdp``);
+    float8_linear is the float8 converter with float8 all-gather; both read back."""
+    release = torchtitan_release(TORCHTITAN_RELEASE)
+    workload = _titan_workload(precision={"weights": "fp32", "compute": "bf16"}, float8_linear=True)
+    launch, reason = _launch(workload, Plan(2, 2, 2, 3))
+    assert launch is not None, reason
+    assert release.problems(launch.argv) == []
+    args = _titan_args(launch)
+    assert args["--parallelism.fsdp_reshard_after_forward"] == "default"
+    assert args["--model.converters"] == "float8"
+    assert "--quantize.linear.float8.enable_fsdp_float8_all_gather" in args
+    assert any(note.startswith("pipeline stages under FSDP2 keep their parameters gathered") for note in launch.notes)
+    read, plan = workload_from_torchtitan(launch.argv, workload)
+    assert read.training.float8_linear and plan == Plan(2, 2, 2, 3)
+    plain = _titan_workload(precision={"weights": "fp32", "compute": "bf16"})
+    read, _ = workload_from_torchtitan(_launch(plain, Plan(1, 1, 4, 3))[0].argv, plain)
+    assert not read.training.float8_linear
+    other = [*launch.argv]
+    other[other.index("float8")] = "mx"
+    assert release.problems(other) == ["model.converters ['mx']: the budget models the float8 converter only"]
+
+
 def test_a_renamed_torchtitan_flag_a_refused_value_or_a_wrong_config_are_problems() -> None:
     launch, _ = _launch(_titan_workload(activation_checkpointing="selective_op"), Plan(1, 1, 4, 3))
     release = torchtitan_release(TORCHTITAN_RELEASE)
