@@ -128,7 +128,7 @@ def compare_multi_node_training() -> None:
             continue
         row = peaks.compare(record)
         engine = f"engine {row['engine_gib']:6.2f} GiB ({row['low_gib']:.2f}–{row['high_gib']:.2f})"
-        print(f"  {record['id']:<56} {devices:>4} GPUs  {engine}  published {row['measured_gib']:6.2f} GiB"
+        print(f"  {record['id']:<60} {devices:>4} GPUs  {engine}  published {row['measured_gib']:6.2f} GiB"
               f"  {row['error_pct']:+.1f} %")  # fmt: skip
     print()
 

@@ -221,6 +221,7 @@ def test_torchtitans_published_405b_run_on_512_gpus_is_within_10_percent_and_ins
     view = estimate(_workload(TITAN_405B)).as_contract()["per_device"]["views"]["framework_reserved"]
     assert view["low"] <= record["measured"]["value"] * GIB <= view["high"]
     assert abs(_error("torchtitan-256xh100-llama-3.1-70b-fsdp32-tp8-float8")) <= 0.10
+    assert abs(_error("torchtitan-512xh100-llama-3.1-405b-fsdp8-tp8-pp8-32k-float8")) <= 0.10
 
 
 def _stage_parameters(workload: Workload) -> float:
