@@ -21,6 +21,7 @@ from recommendations.launch_generic import SPEC_FILE, generic_launch, no_generic
 from recommendations.plans import Plan
 from recommendations.recommend import recommend
 from recommendations.verdicts import Verdict
+from tests.measurements.helpers import TINY_CPU_WORKLOAD
 from workers.runner import cli, synthetic
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,16 +124,7 @@ def test_the_launch_runs_on_cpu_under_vramplan_measure(tmp_path: Path) -> None:
     vramplan-measure runs the synthetic workload in a child and prints one measurement document."""
     pytest.importorskip("torch")
     workload = _workload(
-        model={
-            "architecture": {
-                "num_layers": 2,
-                "hidden_size": 64,
-                "num_attention_heads": 4,
-                "num_key_value_heads": 2,
-                "intermediate_size": 128,
-                "vocab_size": 256,
-            },
-        },
+        model=TINY_CPU_WORKLOAD["model"],
         precision={"weights": "fp32"},
         inference={"max_input_tokens": 16, "max_output_tokens": 4, "concurrent_sessions": 2},
     )
