@@ -122,13 +122,12 @@ def compare_multi_node_training() -> None:
 
     print("Published multi-node training peaks (torchtitan, H100 96 GB; benchmarks/gpu_published/peaks.json)")
     for record in peaks.load_records():
-        parallelism = record["workload"].get("parallelism", {})
-        devices = parallelism.get("tensor", 1) * parallelism.get("pipeline", 1) * parallelism.get("data", 1)
+        devices = peaks.workload(record).parallelism.devices
         if devices <= 8:
             continue
         row = peaks.compare(record)
         engine = f"engine {row['engine_gib']:6.2f} GiB ({row['low_gib']:.2f}–{row['high_gib']:.2f})"
-        print(f"  {record['id']:<60} {devices:>4} GPUs  {engine}  published {row['measured_gib']:6.2f} GiB"
+        print(f"  {record['id']:<64} {devices:>4} GPUs  {engine}  published {row['measured_gib']:6.2f} GiB"
               f"  {row['error_pct']:+.1f} %")  # fmt: skip
     print()
 

@@ -66,9 +66,10 @@ class PlanDocument(_Document):
         " data-parallel degree."
     )
     expert: int = Field(description="Devices a MoE model's routed experts are split over, whole experts each; 1: none.")
+    context: int = Field(1, description="Training: devices each sequence is split over (context parallelism); 1: none.")
     zero_stage: int
     activation_checkpointing: str | None = Field(description="Set by the plan; null: the workload's setting.")
-    devices: int = Field(description="Devices the plan uses (tensor × pipeline × replicas).")
+    devices: int = Field(description="Devices the plan uses (tensor × pipeline × context × replicas).")
     label: str
 
     @classmethod

@@ -131,10 +131,11 @@ class Plan:
     zero_stage: int = 0
     recompute: str | None = None  # activation_checkpointing the plan sets (training); None = the workload's
     expert: int = 1  # serving a MoE model: devices its routed experts are split over (1: split by the tensor degree)
+    context: int = 1  # training: devices each sequence is split over (the workload's parallelism.context)
 
     @property
     def devices_per_replica(self) -> int:
-        return self.tensor * self.pipeline
+        return self.tensor * self.pipeline * self.context
 
     @property
     def devices(self) -> int:
@@ -154,6 +155,7 @@ class Plan:
             )
         parts = [f"TP{self.tensor}"] if self.tensor > 1 else []
         parts += [f"PP{self.pipeline}"] if self.pipeline > 1 else []
+        parts += [f"CP{self.context}"] if self.context > 1 else []
         shape = " × ".join(parts) or "1 device"
         text = shape + (f", {self.replicas} replicas" if self.replicas > 1 else "")
         text += f", ZeRO-{self.zero_stage}" if self.zero_stage else ""
@@ -211,8 +213,12 @@ def candidate_plans(workload: Workload, view: ConfigurationView) -> list[Plan]:
     if workload.task == "custom" or workload.runtime.device == "cpu":
         return [Plan(1, 1, 1)]
     plans: list[Plan] = []
+    # training keeps the workload's context-parallel degree (not searched): each replica spans t × p × it devices
+    context = workload.parallelism.context if workload.task == "training" else 1
     for t, p in _shapes(workload, view):
-        replicas = view.device_count // (t * p)
+        replicas = view.device_count // (t * p * context)
+        if replicas == 0:
+            continue
         if workload.task == "inference":
             assert workload.inference is not None
             plans.append(Plan(t, p, min(replicas, workload.inference.concurrent_sessions)))
@@ -229,11 +235,17 @@ def _training_plans(workload: Workload, tensor: int, pipeline: int, data: int) -
     recomputes = [None] if own == RECOMPUTE_FULL else [None, RECOMPUTE_FULL]
     # offloading to the CPU runs on ZeRO / FSDP: at least the stage the offload needs (schema: training.cpu_offload)
     least = {"none": 0, "optimizer": 1, "parameters": 3}[workload.training.cpu_offload]
-    stages = range(least, 4) if data > 1 else [least]  # ZeRO over one replica shards nothing
-    if data > 1:  # the stages the framework's data-parallel ranks run (torchtune and torchtitan: FSDP2, DDP)
+    context = workload.parallelism.context
+    if context > 1:  # context parallelism runs under FSDP over data × context (schema: ZeRO-2 or 3)
+        least = max(least, 2)
+    shards = data * context
+    stages = range(least, 4) if shards > 1 else [least]  # ZeRO over one replica shards nothing
+    if shards > 1:  # the stages the framework's data-parallel ranks run (torchtune and torchtitan: FSDP2, DDP)
         framework = framework_profile(workload.training.framework)
         stages = [zero for zero in stages if framework.runs_stage(zero, tensor, pipeline)]
-    return [Plan(tensor, pipeline, data, zero, recompute) for recompute in recomputes for zero in stages]
+    return [
+        Plan(tensor, pipeline, data, zero, recompute, context=context) for recompute in recomputes for zero in stages
+    ]
 
 
 def plan_workload(workload: Workload, plan: Plan) -> Workload:
@@ -256,6 +268,7 @@ def plan_workload(workload: Workload, plan: Plan) -> Workload:
                 "zero_stage": plan.zero_stage,
                 "sequence_parallel": sequence,
                 "expert": plan.expert,
+                "context": plan.context,
             }
         )
     if workload.inference is not None and workload.task == "inference":

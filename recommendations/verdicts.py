@@ -484,6 +484,17 @@ def _search_plans(
     plans = evaluator.memo(
         ("plans", view.device_count, view.nvlink_domain_size), lambda: candidate_plans(workload, view)
     )
+    if not plans:  # a context-parallel workload on fewer devices than its degree: no plan places it
+        if not closest:
+            return None
+        context = workload.parallelism.context
+        reason = Reason(
+            "parallelism",
+            f"parallelism.context {context} splits each sequence over {context} devices; this configuration has"
+            f" {view.device_count}",
+            f"choose a configuration of at least {context} devices, or a smaller parallelism.context",
+        )
+        return Outcome(Verdict.UNSUPPORTED, None, (reason,))
     for order, plan in enumerate(plans):
         if cannot_fit(evaluator, plan, usable, corrections):
             skipped.append((order, plan))

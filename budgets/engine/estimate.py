@@ -70,7 +70,10 @@ def estimate(
     gpu = Device(device_memory_bytes, device_name, compute_capability)
     runtime_r, runtime_note = rt.cuda_context(device, w.runtime.cuda_version_tuple, device_name, compute_capability)
     data = par.data if training else 1
-    ws_base = ws.cublas(device, device_name, compute_capability) + ws.nccl(device, par.tensor, par.pipeline, data)
+    context = par.context if training else 1
+    ws_base = ws.cublas(device, device_name, compute_capability) + ws.nccl(
+        device, par.tensor, par.pipeline, data, context
+    )
     ws_base = ws_base + ws.attention_backend(device, w.runtime.attention)
     stages = parallel.stages(
         spec,
@@ -80,6 +83,7 @@ def estimate(
         par.zero_stage if training else 0,
         par.sequence_parallel,
         par.expert,
+        context,
     )
     # every stage is budgeted; the busiest device is the one reported
     best: tuple[_Peaks, str] | None = None
@@ -110,6 +114,7 @@ def estimate(
         "data": par.data,
         "zero_stage": par.zero_stage,
         "sequence_parallel": par.sequence_parallel,
+        "context": par.context,
         "busiest_stage": stage_name,
     }
     return Budget(
@@ -336,8 +341,9 @@ def _notes(
     )
     # the library workspaces are in every stage's workspace; a stage's note adds what else it holds
     par = w.parallelism
-    data = par.data if w.task == "training" else 1
-    library = ws.library_note(device, gpu.name, par.tensor, par.pipeline, data, gpu.compute_capability)
+    training = w.task == "training"
+    data, context = (par.data, par.context) if training else (1, 1)
+    library = ws.library_note(device, gpu.name, par.tensor, par.pipeline, data, gpu.compute_capability, context)
     notes["workspace"] = library + (f"; {st.notes['workspace']}" if "workspace" in st.notes else "")
     notes.setdefault("kv_cache", "no KV cache (training forward runs with use_cache=False)")
     notes.setdefault("gradients", "inference: no gradients")

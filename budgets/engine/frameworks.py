@@ -60,6 +60,8 @@ class TrainingFrameworkProfile:
     # accumulated over the micro-batches in the reduce dtype, until the last backward (torch.distributed.pipelining
     # under FSDP2): ``training_stage._pipelined_fsdp``
     pipeline_keeps_fsdp_gathered: bool = False
+    # splits training sequences over devices (``parallelism.context``): torchtitan's context_parallel_degree
+    context_parallel: bool = False
 
     def runs_stage(self, zero_stage: int, tensor: int, pipeline: int) -> bool:
         """Whether its data-parallel ranks can run ``zero_stage`` under that tensor and pipeline split."""
@@ -129,6 +131,8 @@ FRAMEWORKS: dict[str, TrainingFrameworkProfile] = {
         # parallelize.py:289-292 at v0.2.0); the pipeline stage turns FSDP's gradient sync and reshard after
         # backward off until the last micro-batch (torch/distributed/pipelining/stage.py `backward_maybe_with_nosync`)
         pipeline_keeps_fsdp_gathered=True,
+        # parallelism.context_parallel_degree, rotate method "allgather" by default (config/job_config.py:378-385)
+        context_parallel=True,
     ),
     "unsloth": TrainingFrameworkProfile(
         "unsloth",

@@ -38,18 +38,25 @@ class Stage:
     heads: int  # attention heads per device
     first_layer: int = 0  # index of the stage's first decoder layer
     expert: int = 1  # devices the routed experts are split over, whole experts each (1: split by the tensor degree)
+    context: int = 1  # devices each training sequence is split over (context parallelism)
+
+    @property
+    def shards(self) -> int:
+        """The devices ZeRO / FSDP shards over: the data-parallel ranks, × the context-parallel ones (torchtitan's
+        FSDP mesh is dp_shard × cp)."""
+        return self.data * self.context
 
     @property
     def zero_shards_optimizer(self) -> int:
-        return self.data if self.zero_stage >= 1 else 1
+        return self.shards if self.zero_stage >= 1 else 1
 
     @property
     def zero_shards_gradients(self) -> int:
-        return self.data if self.zero_stage >= 2 else 1
+        return self.shards if self.zero_stage >= 2 else 1
 
     @property
     def zero_shards_parameters(self) -> int:
-        return self.data if self.zero_stage >= 3 else 1
+        return self.shards if self.zero_stage >= 3 else 1
 
 
 class _Shared(TypedDict):
@@ -61,11 +68,19 @@ class _Shared(TypedDict):
     sequence_parallel: bool
     kv_heads: int
     heads: int
+    context: int
 
 
 @lru_cache(maxsize=1024)
 def stages(
-    spec: ModelSpec, tensor: int, pipeline: int, data: int, zero_stage: int, sequence_parallel: bool, expert: int = 1
+    spec: ModelSpec,
+    tensor: int,
+    pipeline: int,
+    data: int,
+    zero_stage: int,
+    sequence_parallel: bool,
+    expert: int = 1,
+    context: int = 1,
 ) -> tuple[Stage, ...]:
     """The candidate busiest devices: the only stage, or the first and last pipeline stages (cached per split:
     a plan search asks for the same split of one model on every configuration)."""
@@ -77,6 +92,7 @@ def stages(
         "sequence_parallel": sequence_parallel,
         "kv_heads": heads_per_device(spec.num_kv_heads, tensor),
         "heads": heads_per_device(spec.num_attention_heads, tensor),
+        "context": context,
     }
     if pipeline == 1:
         return (Stage("only", spec.num_layers, True, True, 1, **common, expert=expert),)

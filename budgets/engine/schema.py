@@ -486,9 +486,18 @@ class ParallelismSpec(_Section):
         "parallel attention: SGLang --enable-dp-attention, vLLM --data-parallel-size). Must divide the experts",
     )
 
+    context: int = Field(
+        1,
+        ge=1,
+        le=MAX_DEGREE,
+        description="training: context parallelism, each sequence split over this many devices (torchtitan's"
+        " context_parallel_degree: PyTorch's context-parallel SDPA, each device attending its share of the queries to"
+        " the all-gathered keys and values); FSDP shards over data × context",
+    )
+
     @property
     def devices(self) -> int:
-        return self.tensor * self.pipeline * self.data
+        return self.tensor * self.pipeline * self.data * self.context
 
 
 class RuntimeSpec(_Section):
@@ -641,7 +650,9 @@ class Workload(_Section):
                     " are not modelled): use task 'inference' and pipeline 1"
                 )
         if par.devices > 65_536:
-            raise ValueError("tensor × pipeline × data must be at most 65536 devices")
+            raise ValueError("tensor × pipeline × data × context must be at most 65536 devices")
+        if par.context > 1:
+            _check_context_parallel(self)
         if self.task == "training":
             assert self.training is not None
             # ZeRO with one data-parallel replica is allowed: it shards nothing (per-device states unchanged).
@@ -688,6 +699,30 @@ class Workload(_Section):
     def spec(self) -> ModelSpec:
         assert self.model is not None
         return self.model.spec
+
+
+def _check_context_parallel(w: Workload) -> None:
+    """Context parallelism as torchtitan runs it: training only, by a framework that has it, under FSDP (its mesh is
+    data × context: parallelize.py:112-121 at v0.2.0), in SDPA (PyTorch's context-parallel attention), with sequences
+    that split into 2 × context chunks (the head-tail load balancer, torch 2.13
+    distributed/tensor/experimental/_context_parallel/_load_balancer.py:148)."""
+    par, t = w.parallelism, w.training
+    if w.task != "training" or t is None or not FRAMEWORKS[t.framework].context_parallel:
+        raise ValueError(
+            f"parallelism.context splits training sequences: set task 'training' and framework"
+            f" {names_with('context_parallel')}, or leave it 1"
+        )
+    if par.zero_stage < 2:
+        raise ValueError("parallelism.context runs under FSDP, which shards over data × context: zero_stage 2 or 3")
+    if w.runtime.attention == "eager":
+        raise ValueError(
+            "parallelism.context runs PyTorch's context-parallel SDPA: runtime.attention 'sdpa' or 'flash'"
+        )
+    if t.sequence_length % (2 * par.context):
+        raise ValueError(
+            f"training.sequence_length ({t.sequence_length}) must split into 2 × parallelism.context"
+            f" ({2 * par.context}) equal chunks (the load balancer's)"
+        )
 
 
 def _apply_checkpoint(model: ModelRef, precision: PrecisionSpec) -> None:

@@ -95,7 +95,9 @@ def training_stage(
     lo, hi = activation_band(w.runtime.device)
     cuda = w.runtime.device == "cuda"
     fp16_cuda = cuda and (prec.compute or "bf16") == "fp16"
-    x = activation_shape(spec, stage, t.micro_batch_size, t.sequence_length, t.sequence_length, d, fp16_cuda, cuda)
+    # under context parallelism each device holds its share of every sequence (`parallel.Stage.context`)
+    local = t.sequence_length // stage.context
+    x = activation_shape(spec, stage, t.micro_batch_size, local, local, d, fp16_cuda, cuda)
     params = _trainable(w, spec, stage, layer_p, emb_p, head_p, total_params, d)
     states = _model_states(w, spec, stage, params.trainable)
     kept = _kept(w, stage, x)
@@ -226,7 +228,7 @@ def _place(
         layer = (
             (layer_p / stage.layers) * stored_bytes_per_weight(prec.weights, w.nf4_double_quant) if stage.layers else 0
         )
-        two_layers = 0.0 if (stage.zero_stage >= 3 and stage.data > 1) else 2 * layer
+        two_layers = 0.0 if (stage.zero_stage >= 3 and stage.shards > 1) else 2 * layer
         root_bytes = 2 if prec.weights not in ("fp32", "bf16", "fp16") else nbytes(prec.weights)
         vocab = w.spec.vocab_size * w.spec.embed_dim / stage.tensor
         root = vocab * (1 if w.spec.tie_word_embeddings else 2) * root_bytes
@@ -248,7 +250,10 @@ def _pipelined_fsdp_applies(w: Workload, stage: parallel.Stage) -> bool:
     assert w.training is not None
     profile = frameworks.framework_profile(w.training.framework)
     return (
-        profile.pipeline_keeps_fsdp_gathered and w.parallelism.pipeline > 1 and stage.zero_stage >= 2 and stage.data > 1
+        profile.pipeline_keeps_fsdp_gathered
+        and w.parallelism.pipeline > 1
+        and stage.zero_stage >= 2
+        and stage.shards > 1
     )
 
 
@@ -611,6 +616,10 @@ def _activations(
         bwd_transient = max(bwd_transient, backward)
         fwd_extra = max(fwd_extra, extra)
         post_norm_peak = max(post_norm_peak, saved_none + post_norm if post_norm else 0.0)
+    if stage.context > 1:  # a layer's context-parallel attention, in its forward and again in its backward
+        cp_forward, cp_backward = act.context_parallel_attention(x, stage.context)
+        fwd_extra += cp_forward
+        bwd_transient += cp_backward
     compiled_recompute = act.compiled_saved_per_layer(spec, x, kept) if full_ckpt and compiled else 0.0
     if compiled_recompute:
         recompute = compiled_recompute
@@ -732,10 +741,10 @@ def _workspace(
     layer_params_full = (layer_p / max(stage.layers, 1)) if stage.layers else 0
     # ZeRO-3: two layers' full parameters gathered at once
     zero3_gather = (
-        2 * layer_params_full * nbytes(w.precision.weights) if stage.zero_stage >= 3 and stage.data > 1 else 0
+        2 * layer_params_full * nbytes(w.precision.weights) if stage.zero_stage >= 3 and stage.shards > 1 else 0
     )
     buckets = 0.0
-    if stage.data > 1:
+    if stage.shards > 1:
         if stage.zero_stage == 0:
             buckets = states.grads_full  # DDP gradient buckets (gradient_as_bucket_view=False)
         else:

@@ -339,9 +339,10 @@ def _titan_shape(draft: _TitanDraft, workload: Workload, settings: Mapping[str, 
     else:
         draft.set("--training.local_batch_size", training.micro_batch_size)
     draft.set("--training.seq_len", training.sequence_length)
-    if training.sequence_length % (2 * plan.tensor):  # parallel_dims.py:252-259 seq_len_divisor = tp * (cp * 2)
-        draft.refuse(f"sequence length {training.sequence_length}: torchtitan needs a multiple of 2 × the tensor"
-                     f" degree, {2 * plan.tensor} (models/llama3/infra/parallelize.py:62-66)")  # fmt: skip
+    divisor = plan.tensor * 2 * plan.context  # parallel_dims.py:252-259 seq_len_divisor = tp * (cp * 2)
+    if training.sequence_length % divisor:
+        draft.refuse(f"sequence length {training.sequence_length}: torchtitan needs a multiple of the tensor degree ×"
+                     f" 2 × the context degree, {divisor} (models/llama3/infra/parallelize.py:62-66)")  # fmt: skip
     largest = settings.get("max_micro_batch_size")
     if largest is not None and largest > training.micro_batch_size:
         draft.notes.append(f"micro batch {training.micro_batch_size} as budgeted; up to {largest} fits this plan")
@@ -369,12 +370,13 @@ def _titan_parallel(draft: _TitanDraft, release: TorchtitanRelease, model: str, 
         draft.refuse(f"tensor degree {plan.tensor}: torchtitan shards the {spec.num_kv_heads} KV heads, it does not"
                      " replicate them")  # fmt: skip
     ddp = plan.replicas > 1 and plan.zero_stage == 0 and plan.devices_per_replica == 1
-    fsdp = plan.replicas > 1 and not ddp
+    # FSDP shards over data × context (parallel_dims.py:221-222: fsdp_enabled = dp_shard or cp)
+    fsdp = (plan.replicas > 1 and not ddp) or plan.context > 1
     draft.set("--parallelism.data_parallel_replicate_degree", plan.replicas if ddp else 1)
     draft.set("--parallelism.data_parallel_shard_degree", plan.replicas if fsdp else 1)
     draft.set("--parallelism.tensor_parallel_degree", plan.tensor)
     draft.set("--parallelism.pipeline_parallel_degree", plan.pipeline)
-    draft.set("--parallelism.context_parallel_degree", 1)
+    draft.set("--parallelism.context_parallel_degree", plan.context)
     if plan.pipeline > 1:
         draft.set("--parallelism.pipeline_parallel_schedule", "1F1B")
         draft.set("--parallelism.pipeline_parallel_first_stage_less_layers", 0)
@@ -553,7 +555,8 @@ def workload_from_torchtitan(argv: Sequence[str], workload: Workload) -> tuple[W
         config["parallelism.data_parallel_replicate_degree"],
         config["parallelism.data_parallel_shard_degree"],
     )
-    fsdp = shard > 1
+    context = config["parallelism.context_parallel_degree"]
+    fsdp = shard > 1 or context > 1
     local = config["training.local_batch_size"]
     implementation = config["optimizer.implementation"]
     own = TITAN_IMPLEMENTATIONS.get(training.optimizer_impl or "", TITAN_DEFAULT_IMPLEMENTATION)
@@ -590,4 +593,4 @@ def workload_from_torchtitan(argv: Sequence[str], workload: Workload) -> tuple[W
     # "default" under a pipeline keeps each stage gathered over sharded parameters: ZeRO-3's budget, which
     # `_pipelined_fsdp` then gathers per stage
     zero = (2 if config["parallelism.fsdp_reshard_after_forward"] == "never" else 3) if fsdp else 0
-    return workload.model_copy(update=update), Plan(tensor, pipeline, replicate * shard, zero)
+    return workload.model_copy(update=update), Plan(tensor, pipeline, replicate * shard, zero, context=context)

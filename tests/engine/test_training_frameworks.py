@@ -264,3 +264,42 @@ def test_only_pipelined_fsdp_keeps_stages_gathered(framework: str, parallelism: 
     description["parallelism"] = {**parallelism, "sequence_parallel": framework == "torchtitan"}
     phases = estimate(Workload.model_validate(description)).as_contract()["per_device"]["phases"]
     assert "backward_next_microbatch" not in phases
+
+
+def _titan_405b(**parallelism) -> dict:
+    description = json.loads(json.dumps(RECORDS[TITAN_405B]["workload"]))
+    description["parallelism"].update(parallelism)
+    return description
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"training": {"framework": "transformers"}}, "framework 'torchtitan'"),
+        ({"parallelism": {"zero_stage": 0, "data": 4, "context": 2}}, "zero_stage 2 or 3"),
+        ({"runtime": {"attention": "eager", "compile": True}}, "runtime.attention"),
+        ({"training": {"sequence_length": 8190}}, "training.sequence_length"),
+    ],
+)
+def test_context_parallelism_is_refused_where_torchtitan_does_not_run_it(change: dict, field: str) -> None:
+    description = _titan_405b(data=4, context=2)
+    for section, fields in change.items():
+        description[section] = {**description[section], **fields}
+    with pytest.raises(ValidationError, match=field):
+        Workload.model_validate(description)
+
+
+def test_context_parallelism_splits_each_sequence_and_shards_over_data_times_context() -> None:
+    """Four context ranks of 4 × longer sequences hold what one rank of the shorter ones does (the same tokens each,
+    FSDP over the same 8 ranks), plus one layer's all-gathered keys and values of the whole sequences (Llama 3.1 405B
+    on 8 tensor ranks: one KV head of 128, bf16; a micro-batch of 4) and the fp32 merge of its output."""
+    short = estimate(Workload.model_validate(_titan_405b(data=8, context=1))).as_contract()["per_device"]
+    long = _titan_405b(data=2, context=4)
+    long["training"]["sequence_length"] *= 4
+    split = estimate(Workload.model_validate(long)).as_contract()["per_device"]
+    for component in ("weights", "gradients", "optimizer_state"):
+        assert split["components"][component]["bytes"] == short["components"][component]["bytes"]
+    gathered = 2 * 4 * (4 * 8192) * 128 * 2  # keys and values of the 4 whole sequences, this rank's KV head, bf16
+    extra = split["components"]["activations"]["bytes"] - short["components"]["activations"]["bytes"]
+    assert gathered <= extra <= 4 * gathered
+    assert Workload.model_validate(long).parallelism.devices == 8 * 8 * 2 * 4

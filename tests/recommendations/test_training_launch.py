@@ -616,6 +616,37 @@ def test_torchtitan_pipeline_stages_under_fsdp_keep_the_default_and_float8_sets_
     assert release.problems(other) == ["model.converters ['mx']: the budget models the float8 converter only"]
 
 
+def test_a_context_parallel_workload_keeps_its_degree_in_every_plan_and_launch() -> None:
+    """parallelism.context is the workload's (not searched): every plan of it spans tensor × pipeline × context devices
+    per replica, under FSDP (ZeRO-2 or 3), and its torchtitan command sets the degree and reads it back."""
+    release = torchtitan_release(TORCHTITAN_RELEASE)
+    data = {**_titan_workload(precision={"weights": "fp32", "compute": "bf16"}).model_dump(mode="json")}
+    data["parallelism"] = {"context": 2, "zero_stage": 3, "data": 2}
+    data["training"] = {**data["training"], "sequence_length": 8192}
+    workload = Workload.model_validate(data)
+    entries = _runnable(workload)
+    assert entries
+    for entry in entries:
+        assert entry.plan.context == 2 and entry.plan.zero_stage >= 2
+        assert entry.plan.devices % 2 == 0 and entry.plan.devices <= entry.configuration["device_count"]
+        assert "CP2" in entry.plan.label()
+    entry = entries[0]
+    launch = training_launch(workload, entry.suggested_settings, entry.plan)
+    assert launch is not None, no_training_launch(workload, entry.suggested_settings, entry.plan)
+    assert release.problems(launch.argv) == []
+    args = _titan_args(launch)
+    assert args["--parallelism.context_parallel_degree"] == "2"
+    assert TitanCommand.parse(launch.argv).nproc_per_node == entry.plan.devices
+    _, plan = workload_from_torchtitan(launch.argv, workload)
+    assert plan.context == 2 and plan.devices == entry.plan.devices
+    one_device = [e for e in recommend(workload, list(VIEWS.values())) if e.configuration["device_count"] == 1]
+    assert one_device and all(e.verdict == Verdict.UNSUPPORTED for e in one_device)
+    assert "parallelism.context 2 splits each sequence over 2 devices" in one_device[0].reasons[0].message
+    odd = {**data, "training": {**data["training"], "sequence_length": 8194}}
+    with pytest.raises(ValueError, match=r"must split into 2 × parallelism\.context"):
+        Workload.model_validate(odd)
+
+
 def test_a_renamed_torchtitan_flag_a_refused_value_or_a_wrong_config_are_problems() -> None:
     launch, _ = _launch(_titan_workload(activation_checkpointing="selective_op"), Plan(1, 1, 4, 3))
     release = torchtitan_release(TORCHTITAN_RELEASE)

@@ -717,6 +717,22 @@ def training_saved_per_layer(
     return norms + attn + mlp + adapters + residual_dropouts
 
 
+def context_parallel_attention(x: Shape, context: int) -> tuple[float, float]:
+    """What one layer's attention adds under context parallelism (`x`: this device's share of the sequence), in its
+    forward and in its backward: PyTorch's context-parallel SDPA (torch 2.13
+    distributed/tensor/experimental/_context_parallel/_attention.py) concatenates the local keys and values
+    (`torch.cat([key.flatten(), value.flatten()])`, :437) and, with torchtitan's default rotate method "allgather"
+    (config/job_config.py:381 at v0.2.0), all-gathers them once (`_AllGatherRotater`, :273-300): the whole sequence's
+    keys and values of this device's heads; its merger accumulates the output and log-sum-exp in fp32
+    (`_SDPAMerger`, :148-149). The backward all-gathers the keys and values again and accumulates their gradients in
+    fp32 (`zeros_like(key, dtype=accum_dtype)`, :514-515), passing each on around the ring (a second such buffer)."""
+    local_kv = 2 * x.tokens * x.kv
+    gathered = context * local_kv * x.d
+    forward = gathered + local_kv * x.d + x.tokens * x.q * 4 + x.b * x.heads * x.s * 4
+    backward = gathered + local_kv * x.d + 2 * local_kv * 4
+    return forward, backward
+
+
 def op_selective_saved(spec: ModelSpec, x: Shape) -> float:
     """What torchtitan's per-op selective checkpointing keeps of one layer beyond its input (the checkpoint's, counted
     by the caller): the outputs of every other matmul in call order (``frameworks.saved_matmul_widths``: q, k, v and

@@ -55,19 +55,20 @@ def cublas(device: str, device_name: str | None = None, compute_capability: tupl
     return blas + Range(0, CUBLASLT_DEFAULT, lt_high)
 
 
-def communicators(tensor: int, pipeline: int, data: int) -> tuple[int, ...]:
-    """The sizes of the NCCL communicators one device belongs to: one per parallel degree above 1."""
-    return tuple(size for size in (tensor, pipeline, data) if size > 1)
+def communicators(tensor: int, pipeline: int, data: int, context: int = 1) -> tuple[int, ...]:
+    """The sizes of the NCCL communicators one device belongs to: one per parallel degree above 1; under context
+    parallelism the data-parallel one spans data × context (FSDP's mesh) and the context ranks have their own."""
+    return tuple(size for size in (tensor, pipeline, data * context, context if context > 1 else 1) if size > 1)
 
 
 @lru_cache(maxsize=256)
-def nccl(device: str, tensor: int, pipeline: int, data: int) -> Range:
+def nccl(device: str, tensor: int, pipeline: int, data: int, context: int = 1) -> Range:
     """NCCL buffers of every communicator this device belongs to (nccl#986: "More communicators = more
     memory used")."""
     if device == "cpu":
         return ZERO
     total = ZERO
-    for size in communicators(tensor, pipeline, data):
+    for size in communicators(tensor, pipeline, data, context):
         total = total + Range(NCCL_PAIR, NCCL_PAIR if size == 2 else NCCL_GROUP, NCCL_HIGH)
     return total
 
@@ -80,6 +81,7 @@ def library_note(
     pipeline: int,
     data: int,
     compute_capability: tuple[int, int] | None = None,
+    context: int = 1,
 ) -> str:
     """What the workspace component's library part holds, in words."""
     if device == "cpu":
@@ -88,7 +90,7 @@ def library_note(
     blas = cublas(device, device_name, compute_capability)
     family = arch.family if arch.known else "architecture not known: range over architectures"
     note = f"cuBLAS + cuBLASLt workspaces of the compute stream ({family}): {blas.bytes / MIB:g} MiB"
-    comms = communicators(tensor, pipeline, data)
+    comms = communicators(tensor, pipeline, data, context)
     if comms:
         note += f"; NCCL buffers of {len(comms)} communicator(s) of {', '.join(map(str, comms))} devices"
     return note
