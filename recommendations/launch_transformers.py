@@ -3,7 +3,8 @@
 An entry gets ``python generate_transformers.py`` (``torchrun --nproc-per-node T×P generate_transformers.py`` for a
 tensor or pipeline parallel plan) and that script in ``Launch.files``. The script runs the generation the budget
 (``budgets/engine/inference.py`` ``generate_stage``, ``budgets/engine/profiles/transformers.py``) sizes, then prints
-``torch.cuda.max_memory_allocated()`` and ``max_memory_reserved()``:
+``torch.cuda.max_memory_allocated()`` and ``max_memory_reserved()`` (on the CPU, ``runtime.device: cpu``, the
+process's peak resident set):
 
 - ``AutoModelForCausalLM.from_pretrained(<hf repo>, dtype=<the compute dtype>, device_map="cuda",
   attn_implementation=<sdpa | eager | flash_attention_2>)``; a quantized checkpoint reads its own quantization config;
@@ -180,8 +181,6 @@ def _refusal(workload: Workload, plan: Plan, release: GenerateRelease) -> str | 
     if version is not None and parse_version(version)[:1] < (5,):
         return (f"runtime.engine_version {version}: the script is checked against {release.label}'s keywords"
                 " (4.x reads torch_dtype, not dtype, and has no DistributedConfig)")  # fmt: skip
-    if workload.runtime.device != "cuda":
-        return f"runtime.device {workload.runtime.device}: the script measures CUDA memory (torch.cuda)"
     if layout not in CACHE_IMPLEMENTATIONS:
         return (f"kv_cache_layout {layout}: generate runs cache_implementation='paged' as continuous batching"
                 " (generation/utils.py:2715), whose cache ContinuousBatchingConfig sizes (256-token pages, blocks from"
@@ -205,10 +204,18 @@ def _refusal(workload: Workload, plan: Plan, release: GenerateRelease) -> str | 
 def _notes(workload: Workload, plan: Plan, sessions: int, release: GenerateRelease) -> list[str]:
     precision, runtime, inference = workload.precision, workload.runtime, workload.inference
     assert inference is not None
-    notes = [f"needs torch, transformers {release.release} and accelerate (from_pretrained refuses a device_map"
-             " without it: integrations/accelerate.py:135-142)",
+    accelerate = (
+        " and accelerate (from_pretrained refuses a device_map without it: integrations/accelerate.py:135-142)"
+        if runtime.device == "cuda"
+        else ""
+    )
+    notes = [f"needs torch, transformers {release.release}{accelerate}",
              f"the prompts are {sessions} × {inference.max_input_tokens} random token ids (seed 0); the run is"
              f" forced to {inference.max_output_tokens} new tokens (min_new_tokens), greedy"]  # fmt: skip
+    if runtime.device == "cpu":
+        notes.append("runtime.device cpu: the model loads and generates on the CPU, and the script prints the"
+                     " process's peak resident set (resource.getrusage), which holds the Python runtime and libraries"
+                     " beside the tensors the budget counts (its framework_allocated view)")  # fmt: skip
     if precision.weights == "fp8" or precision.weights not in FLOAT_PRECISIONS:
         notes.append(f"{precision.weights} weights: from_pretrained reads the method from the checkpoint's"
                      " quantization config (a checkpoint without one loads in the compute dtype)")  # fmt: skip
@@ -251,17 +258,21 @@ def _script(workload: Workload, repo: str, plan: Plan, sessions: int) -> str:
         sizes = [f'tp_plan="auto", tp_size={plan.tensor}' if plan.tensor > 1 else None,
                  f"pp_size={plan.pipeline}" if plan.pipeline > 1 else None]  # fmt: skip
         placement = f"    distributed_config=DistributedConfig({', '.join(s for s in sizes if s)}),"
+    elif runtime.device == "cpu":
+        placement = None  # from_pretrained loads on the CPU without a device map
     else:
         placement = '    device_map="cuda",'
+    cpu = runtime.device == "cpu"
     compile_dynamic = runtime.compile and cache_implementation is None
     lines = [
         f'"""transformers {TRANSFORMERS_RELEASE} generate of {repo} as budgeted: {sessions} prompts of'
         f" {inference.max_input_tokens} random token ids",
         f"generated together to {inference.max_output_tokens} new tokens each (greedy, full length), {layout} KV cache."
         + (f" Run under torchrun, {plan.devices_per_replica} processes." if distributed else ""),
-        'Prints the CUDA memory peaks."""',
+        ("Prints the process's peak resident set." if cpu else "Prints the CUDA memory peaks.") + '"""',
         "",
         "import os",
+        *(["import resource"] if cpu else []),
         "",
         "import torch",
         f"from transformers import {imports}",
@@ -273,7 +284,7 @@ def _script(workload: Workload, repo: str, plan: Plan, sessions: int) -> str:
         "model = AutoModelForCausalLM.from_pretrained(",
         f"    {json.dumps(repo)},",
         f"    dtype=torch.{framework_dtype(workload.precision.compute)},",
-        placement,
+        *([placement] if placement else []),
         f"    attn_implementation={json.dumps(HF_ATTENTION[runtime.attention])},",
         ")",
         *(["model.forward = torch.compile(model.forward, dynamic=True)"] if compile_dynamic else []),
@@ -292,15 +303,29 @@ def _script(workload: Workload, repo: str, plan: Plan, sessions: int) -> str:
         f"    disable_compile={not runtime.compile},",
         ")",
         "output = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)",
-        "torch.cuda.synchronize()",
+        *([] if cpu else ["torch.cuda.synchronize()"]),
         "assert tuple(output.shape) == (SESSIONS, INPUT_TOKENS + OUTPUT_TOKENS), output.shape",
         'rank = os.environ.get("RANK", "0")',
-        "allocated, reserved = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()",
-        'print(f"rank {rank}: max_memory_allocated {allocated} B ({allocated / 2**30:.2f} GiB),"',
-        '      f" max_memory_reserved {reserved} B ({reserved / 2**30:.2f} GiB)")',
+        *(_cpu_peak() if cpu else _cuda_peaks()),
         "",
     ]
     return "\n".join(lines)
+
+
+def _cuda_peaks() -> list[str]:
+    return [
+        "allocated, reserved = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()",
+        'print(f"rank {rank}: max_memory_allocated {allocated} B ({allocated / 2**30:.2f} GiB),"',
+        '      f" max_memory_reserved {reserved} B ({reserved / 2**30:.2f} GiB)")',
+    ]
+
+
+def _cpu_peak() -> list[str]:
+    """On the CPU PyTorch has no allocator counters: the process's peak resident set (Linux reports KiB)."""
+    return [
+        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024",
+        'print(f"rank {rank}: peak resident set {peak} B ({peak / 2**30:.2f} GiB)")',
+    ]
 
 
 def _launch(workload: Workload, settings: Mapping[str, Any], plan: Plan | None) -> Launch | str:
