@@ -24,7 +24,12 @@ Plans (:func:`candidate_plans`):
   and the attention and dense layers whole, and serves its own share of the sessions (the DeepSeek-V3 serving
   layout: DeepSeek-V3 technical report, arXiv:2412.19437, §3.4.2 "Decoding"; SGLang ``--enable-dp-attention``);
   the experts' all-to-all is in the roofline (``roofline``);
-- a custom task, or a ``cpu`` workload, has one plan: one device.
+- a custom task, or a ``cpu`` workload, has one plan: one device; so has training under a framework that runs one
+  process on one GPU whatever the node has (Unsloth, ``one_device``), the node's other devices idle.
+
+The recommender then keeps the plans the workload's training framework, or a serving engine whose command depends on
+the plan (generic, transformers), can launch (``verdicts.launchable_plans``): a plan no command runs (the HF Trainer's
+tensor parallelism) is not a recommendation.
 
 Cost order (the first plan that fits wins): fewest devices per copy of the model (t·p, or e under expert
 parallel; more replicas on the same node), then no pipeline (a pipeline adds a bubble per step, tensor parallel
@@ -212,6 +217,8 @@ def candidate_plans(workload: Workload, view: ConfigurationView) -> list[Plan]:
     """Every plan the configuration allows, in cost order (module docstring)."""
     if workload.task == "custom" or workload.runtime.device == "cpu":
         return [Plan(1, 1, 1)]
+    if workload.task == "training" and _one_device(workload):  # one of the node's devices, the others idle
+        return _training_plans(workload, 1, 1, 1)
     plans: list[Plan] = []
     # training keeps the workload's context-parallel degree (not searched): each replica spans t × p × it devices
     context = workload.parallelism.context if workload.task == "training" else 1
@@ -227,6 +234,11 @@ def candidate_plans(workload: Workload, view: ConfigurationView) -> list[Plan]:
     if workload.task == "inference":
         plans = sorted(plans + _expert_plans(workload, view), key=_cost_order)
     return plans
+
+
+def _one_device(workload: Workload) -> bool:
+    """A training framework that runs one process on one GPU whatever the node has (``one_device``)."""
+    return workload.training is not None and framework_profile(workload.training.framework).one_device
 
 
 def _training_plans(workload: Workload, tensor: int, pipeline: int, data: int) -> list[Plan]:

@@ -1,6 +1,7 @@
 """Verdicts: `fits | tight | does_not_fit | unsupported`, with their reasons and margin. Pure.
 
-For a configuration that passes every compatibility rule, each plan (cost order, ``plans``) is judged:
+For a configuration that passes every compatibility rule, each plan (cost order, ``plans``) that the workload's
+framework or engine can launch (``launchable_plans``; the others are named in a reason) is judged:
 
 - **hard failures** (the plan cannot run the workload): vLLM would not start (its own reason); vLLM's KV
   pool holds fewer sessions of the longest request than the replica serves (``kv_cache`` overflows by the
@@ -33,6 +34,8 @@ from measurements.calibration import CorrectedFigure, Correction, apply_correcti
 
 from . import roofline
 from .plans import ConfigurationView, Evaluator, Plan, PlanBudget, candidate_plans
+from .launch import no_serving_launch
+from .training_launch import no_training_launch
 
 GIB = 2**30
 
@@ -481,8 +484,8 @@ def _search_plans(
         return assess_plan(workload, view, pb, usable, corrections)
 
     # the candidates read only the node's device count and NVLink domain (and the workload)
-    plans = evaluator.memo(
-        ("plans", view.device_count, view.nvlink_domain_size), lambda: candidate_plans(workload, view)
+    plans, left_out = evaluator.memo(
+        ("plans", view.device_count, view.nvlink_domain_size), lambda: launchable_plans(workload, view)
     )
     if not plans:  # a context-parallel workload on fewer devices than its degree: no plan places it
         if not closest:
@@ -518,7 +521,58 @@ def _search_plans(
         failing = [(order, assessed(plan)) for order, plan in skipped if evaluator.weights_floor(plan) == finest]
     # min keeps the first of equals: the cheaper plan
     _, nearest = min(failing, key=lambda item: (_closeness(item[1]), item[0]))
-    return Outcome(Verdict.DOES_NOT_FIT, nearest, nearest.failures)
+    return Outcome(Verdict.DOES_NOT_FIT, nearest, nearest.failures + left_out)
+
+
+#: The serving engines whose command depends on the plan (vLLM and SGLang launch every plan they are offered), and
+#: where the plans they cannot launch run.
+PLAN_BOUND_ENGINES = {
+    "generic": "choose engine vllm, sglang or transformers, which launch tensor and pipeline plans",
+    "transformers": "choose engine vllm or sglang, which launch every tensor and pipeline plan",
+}
+
+
+def _launch_refusal(workload: Workload, plan: Plan) -> str | None:
+    if workload.task == "training":
+        return no_training_launch(workload, {}, plan)
+    return no_serving_launch(workload, {}, plan)
+
+
+def _left_out_action(workload: Workload) -> str:
+    if workload.training is not None and workload.task == "training":
+        if workload.training.framework == "torchtitan":
+            return ""
+        return "choose a framework that launches them (torchtitan runs tensor, pipeline and context parallelism)"
+    assert workload.inference is not None
+    return PLAN_BOUND_ENGINES[workload.inference.engine]
+
+
+def launchable_plans(workload: Workload, view: ConfigurationView) -> tuple[list[Plan], tuple[Reason, ...]]:
+    """The candidate plans the workload's training framework, or its serving engine where the command depends on the
+    plan (``PLAN_BOUND_ENGINES``), can launch, and a reason naming the others: a recommendation is a run the user can
+    start, so a plan with no command (the HF Trainer's tensor parallelism, lit-gpt's pipeline stages, the generic
+    engine's synthetic run over two devices) is neither searched nor offered. Where none of them launches, the
+    cheapest plan's refusal is the workload's, not the plans' (an optimizer, a precision, a model without a
+    checkpoint): the plans refused for that alone are kept, and their entries say why they have no command."""
+    plans = candidate_plans(workload, view)
+    inference = workload.inference if workload.task == "inference" else None
+    bound = workload.task == "training" or (inference is not None and inference.engine in PLAN_BOUND_ENGINES)
+    if not bound or not plans:
+        return plans, ()
+    refusals = {plan: _launch_refusal(workload, plan) for plan in plans}
+    kept = [plan for plan in plans if refusals[plan] is None]
+    if not kept:
+        kept = [plan for plan in plans if refusals[plan] == refusals[plans[0]]]
+    if len(kept) == len(plans):
+        return plans, ()
+    dropped = [plan for plan in plans if plan not in kept]
+    reason = Reason(
+        "framework" if workload.task == "training" else "engine",
+        f"{len(dropped)} of the {len(plans)} plans this configuration allows are left out, for example"
+        f" {dropped[0].label()}: {refusals[dropped[0]]}",
+        _left_out_action(workload),
+    )
+    return kept, (reason,)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -472,6 +472,12 @@ def _assumptions(w: Workload, stage_name: str, total_params: int) -> tuple[str, 
                 " gradient at the loss's backward"
                 + (" (Unsloth's default: set fused_loss false for the unfused loss)" if t.fused_loss is None else "")
             )
+        if t.framework == "transformers" and (w.parallelism.tensor > 1 or w.parallelism.pipeline > 1):
+            out.append(
+                "tensor and pipeline parallelism under the transformers framework: Megatron-LM's split of the same"
+                " layers; the HF Trainer and TRL run neither, so a recommendation offers no such plan (torchtitan"
+                " runs them)"
+            )
         if w.parallelism.pipeline > 1:
             out.append(f"pipeline 1F1B: the {stage_name} stage is the busiest")
     elif w.inference is not None:

@@ -62,6 +62,8 @@ class TrainingFrameworkProfile:
     pipeline_keeps_fsdp_gathered: bool = False
     # splits training sequences over devices (``parallelism.context``): torchtitan's context_parallel_degree
     context_parallel: bool = False
+    # runs one process on one GPU, whatever the node has (Unsloth's open-source release): its plan is that device
+    one_device: bool = False
 
     def runs_stage(self, zero_stage: int, tensor: int, pipeline: int) -> bool:
         """Whether its data-parallel ranks can run ``zero_stage`` under that tensor and pipeline split."""
@@ -146,6 +148,10 @@ FRAMEWORKS: dict[str, TrainingFrameworkProfile] = {
         fused_loss=True,
         pinned_release=True,
         nf4_double_quant=True,
+        # "Unsloth currently does not support multi GPU setups": at 2024.12.4 (PyPI's wheel) unsloth/__init__.py:38-50
+        # narrows CUDA_VISIBLE_DEVICES to its first device, and models/llama.py:1711-1712 raises when the trainer
+        # finds memory in use on more than one
+        one_device=True,
     ),
 }
 

@@ -42,22 +42,20 @@ def _spec(launch: Any) -> dict[str, Any]:
 
 
 def test_every_fitting_entry_of_the_example_carries_the_measured_synthetic_run() -> None:
-    """Over the catalog: each ``fits`` entry of one device per replica carries a command vramplan-measure accepts,
-    whose spec the synthetic run builds, and whose workload, read back, budgets what the entry budgeted for one
-    replica's sessions; a tensor-parallel entry (16 GB V100s) says why it has none."""
+    """Over the catalog: each ``fits`` entry carries a command vramplan-measure accepts, whose spec the synthetic run
+    builds, and whose workload, read back, budgets what the entry budgeted for one replica's sessions. The synthetic
+    run measures one device per process, so a plan spreading a copy over two is not offered: where only such a plan
+    would hold the model (16 GB V100s), the entry says so and names the engines that launch it."""
     workload = _workload()
-    fitting = [entry for entry in recommend(workload, fixture_views()) if entry.verdict == Verdict.FITS]
+    entries = recommend(workload, fixture_views())
+    fitting = [entry for entry in entries if entry.verdict == Verdict.FITS]
     inference = workload.inference
     assert inference is not None
-    split = [entry for entry in fitting if entry.plan is not None and entry.plan.devices_per_replica > 1]
-    assert split and len(split) < len(fitting)
-    for entry in split:
-        assert entry.launch is None
-        reason = no_serving_launch(workload, entry.suggested_settings, entry.plan)
-        assert reason is not None and "one device per process" in reason
+    assert all(entry.plan is not None and entry.plan.devices_per_replica == 1 for entry in fitting)
+    left_out = [reason for entry in entries for reason in entry.reasons if reason.rule == "engine"]
+    assert left_out and all("one device per process" in reason.message for reason in left_out)
+    assert all("vllm, sglang or transformers" in reason.action for reason in left_out)
     for entry in fitting:
-        if entry in split:
-            continue
         assert entry.plan is not None and entry.launch is not None, entry.configuration["slug"]
         launch = entry.launch
         measured = launch.argv[launch.argv.index("vramplan-measure") :]

@@ -11,6 +11,8 @@ from benchmarks.recommend_speed import WORKLOAD
 from budgets.engine import Workload, estimate
 from recommendations import plans
 from recommendations.plans import Evaluator, Plan, candidate_plans, plan_workload
+from recommendations.training_launch import no_training_launch
+from recommendations.verdicts import launchable_plans
 from tests.recommendations.catalog_views import llama70b, view
 
 # 12 attention heads over 4 KV heads: tensor degree 3 and 6 divide the attention heads, not the KV heads
@@ -148,3 +150,64 @@ def test_data_parallel_plans_use_only_the_zero_stages_the_framework_runs(framewo
     assert found[(1, 1)] == stages
     model_parallel = {zero for (tensor, pipeline), zeros in found.items() if tensor * pipeline > 1 for zero in zeros}
     assert model_parallel == (stages - {0} if framework == "torchtitan" else stages)
+
+
+def _trained(framework: str, preset: str = "llama-3.1-8b", weights: str = "bf16", **training: object) -> Workload:
+    return Workload.model_validate(
+        {
+            "name": f"{framework}-{preset}",
+            "task": "training",
+            "model": {"preset": preset},
+            "precision": {"weights": weights},
+            "training": {"framework": framework, "micro_batch_size": 1, "sequence_length": 2048, **training},
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("framework", "tensor", "pipeline"),
+    [("transformers", False, False), ("torchtune", True, False), ("torchtitan", True, True)],
+)
+def test_the_recommender_keeps_the_model_parallel_plans_the_framework_launches(
+    framework: str, tensor: bool, pipeline: bool
+) -> None:
+    """The HF Trainer and TRL run data parallelism only, torchtune's recipes tensor parallelism but no pipeline,
+    torchtitan both: the plans searched are those, and the rest are named in one reason."""
+    workload = _trained(framework)
+    h100 = view("h100-pcie-80gb-x4-r570")  # NVLink bridges in pairs: tensor 2, pipeline stages beyond a pair
+    kept, left_out = launchable_plans(workload, h100)
+    assert kept and all(no_training_launch(workload, {}, plan) is None for plan in kept)
+    assert any(plan.tensor > 1 for plan in kept) == tensor
+    assert any(plan.pipeline > 1 for plan in kept) == pipeline
+    every = candidate_plans(workload, h100)
+    dropped = len(every) - len(kept)
+    if dropped:
+        (reason,) = left_out
+        assert reason.rule == "framework" and reason.message.startswith(f"{dropped} of the {len(every)} plans")
+    else:
+        assert left_out == ()
+
+
+def test_a_one_gpu_framework_is_planned_on_one_device_of_a_larger_node() -> None:
+    """Unsloth's open-source release trains on one GPU whatever the node has: its plan there is one device."""
+    workload = _trained("unsloth", weights="nf4", method="qlora")
+    kept, left_out = launchable_plans(workload, view("h100-sxm-80gb-x8-r570"))
+    assert {(plan.tensor, plan.pipeline, plan.replicas) for plan in kept} == {(1, 1, 1)}
+    assert left_out == ()
+
+
+def test_a_workload_no_plan_of_which_launches_keeps_the_plans_refused_for_the_workload_alone() -> None:
+    """An architecture with no checkpoint has no HF Trainer command on any plan: that is the workload's refusal, not
+    the plans', so the search keeps the plans refused for it alone (the entries say why none launches), and still
+    leaves out the tensor-parallel ones the HF Trainer could not run with a checkpoint either."""
+    workload = Workload.model_validate(
+        {**TRAIN, **SMALL, "name": "no-checkpoint", "training": {"micro_batch_size": 1, "sequence_length": 2048}}
+    )
+    h100 = view("h100-sxm-80gb-x8-r570")
+    kept, left_out = launchable_plans(workload, h100)
+    assert {no_training_launch(workload, {}, plan) for plan in kept} == {
+        "the workload names no checkpoint for trl sft to load (a given architecture)"
+    }
+    assert kept == [plan for plan in candidate_plans(workload, h100) if plan.tensor == plan.pipeline == 1]
+    (reason,) = left_out
+    assert "tensor or pipeline parallelism" in reason.message

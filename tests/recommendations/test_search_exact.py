@@ -14,7 +14,15 @@ from budgets.engine import Workload
 from catalog import compat
 from recommendations.plans import ConfigurationView, Evaluator, candidate_plans
 from recommendations.settings import STEPS, Variants, nearest_changes
-from recommendations.verdicts import Corrections, Verdict, assess_plan, choose_plan, judge, usable_for
+from recommendations.verdicts import (
+    Corrections,
+    Verdict,
+    assess_plan,
+    choose_plan,
+    judge,
+    launchable_plans,
+    usable_for,
+)
 from tests.recommendations.catalog_views import _views, llama70b
 
 NONE = Corrections()
@@ -41,10 +49,11 @@ def _compatible(workload: Workload) -> list[ConfigurationView]:
 
 
 def _first_fitting_plan(workload: Workload, view: ConfigurationView):
-    """The plain definition: every candidate budgeted, the first in cost order that fits."""
+    """The plain definition: every candidate budgeted (of those the framework launches), the first in cost order
+    that fits."""
     evaluator = Evaluator(workload)
     usable, _ = usable_for(workload, view)
-    for plan in candidate_plans(workload, view):
+    for plan in launchable_plans(workload, view)[0]:
         pb = evaluator.evaluate(plan, usable, view.accelerator_name)
         if assess_plan(workload, view, pb, usable, NONE).fits:
             return plan

@@ -137,8 +137,8 @@ def test_every_runnable_entry_has_a_launch_the_release_accepts_or_a_reason(path:
 
 
 def test_the_examples_torchtune_builds_launch_and_those_it_cannot_say_why() -> None:
-    """Llama 3.x and Qwen2.5 have builders in 0.6.1; the ZeRO paper's 7.5B architecture has none, and a pipeline
-    plan none of the recipes runs."""
+    """Llama 3.x and Qwen2.5 have builders in 0.6.1; the ZeRO paper's 7.5B architecture has none (the workload's
+    refusal: its plans are kept, without a command), and a pipeline plan none of the recipes runs is not offered."""
     reasons: dict[str, set[str]] = {}
     launched: dict[str, int] = {}
     for path in TRAINING_EXAMPLES:
@@ -152,7 +152,7 @@ def test_the_examples_torchtune_builds_launch_and_those_it_cannot_say_why() -> N
         assert launched[stem] > 0, stem
     assert launched["train-zero3-dp64-7.5b"] == 0
     assert any("builds this model's architecture" in r for r in reasons["train-zero3-dp64-7.5b"])
-    assert any("pipeline parallelism" in r for r in reasons["train-zero3-dp64-7.5b"])
+    assert not any("pipeline parallelism" in r for rs in reasons.values() for r in rs)
 
 
 @pytest.mark.parametrize("path", TRAINING_EXAMPLES, ids=lambda p: p.stem)
@@ -777,12 +777,13 @@ def test_the_examples_transformers_runs_launch_and_those_it_cannot_say_why() -> 
         in reasons["train-zero3-dp64-7.5b"]
     )
     # LoRA on a bf16 base with an fp32 master copy: PEFT's fp32 adapters on one device or DDP, DeepSpeed under ZeRO-3
-    tensor = (
-        "tensor or pipeline parallelism: this launch runs the HF Trainer's data parallelism (DDP, FSDP2, DeepSpeed"
-        " ZeRO) only"
-    )
-    assert reasons["train-llama-3.1-8b-lora"] <= {"", PEFT_ZERO12_REASON, tensor}
-    assert any("tensor or pipeline parallelism" in reason for reason in reasons["train-llama-3.1-70b-tp4-pp4"])
+    assert reasons["train-llama-3.1-8b-lora"] <= {"", PEFT_ZERO12_REASON}
+    # the recommender offers no plan the HF Trainer cannot run: the 3D example's entries are data-parallel and launch
+    assert reasons["train-llama-3.1-70b-tp4-pp4"] == {""}
+    # an architecture without a checkpoint is the workload's refusal: its data-parallel plans kept, none launched
+    assert reasons["train-zero3-dp64-7.5b"] == {
+        "the workload names no checkpoint for trl sft to load (a given architecture)"
+    }
 
 
 @pytest.mark.parametrize("path", TRAINING_EXAMPLES, ids=lambda p: p.stem)
@@ -1249,3 +1250,26 @@ def test_a_renamed_unsloth_keyword_or_a_refused_value_is_a_problem() -> None:
     assert problems("processing_class=", "tokenizer_class=")[0].startswith("SFTTrainer(tokenizer_class=…)")
     assert problems("trainer = SFTTrainer(", "trainer = Trainer(") == ["SFTTrainer: not called"]
     assert problems("trainer.train()", "trainer.train(")[0].startswith(f"{UNSLOTH_SCRIPT}: ")
+
+
+def test_a_plan_only_another_framework_launches_is_named_not_recommended() -> None:
+    """Llama-3.1-70B trained in pure bf16 over 8 H100s: torchtitan's closest plan is tensor parallel, one the HF
+    Trainer cannot run; under transformers the entry says so instead of recommending it."""
+    data = {"name": "70b-full", "task": "training", "model": {"preset": "llama-3.1-70b"},
+            "precision": {"weights": "bf16"}, "training": {"micro_batch_size": 1, "sequence_length": 8192}}  # fmt: skip
+    h100 = [VIEWS["h100-sxm-80gb-x8-r535"]]
+    (titan,) = recommend(_on("torchtitan", data), h100)
+    assert titan.plan is not None and titan.plan.tensor > 1
+    (hf,) = recommend(_hf(data), h100)
+    assert hf.plan is not None and (hf.plan.tensor, hf.plan.pipeline) == (1, 1)
+    (left_out,) = [reason for reason in hf.reasons if reason.rule == "framework"]
+    assert "HF Trainer's data parallelism" in left_out.message and "torchtitan" in left_out.action
+
+
+def test_unsloth_on_a_larger_node_is_recommended_on_one_of_its_gpus_with_its_script() -> None:
+    data = {"name": "8b-qlora", "task": "training", "model": {"preset": "llama-3.1-8b"},
+            "precision": {"weights": "nf4"}, "training": {"method": "qlora", "micro_batch_size": 1,
+                                                          "sequence_length": 2048}}  # fmt: skip
+    (entry,) = recommend(_on("unsloth", data), [VIEWS["h100-sxm-80gb-x8-r535"]])
+    assert entry.verdict in RUNNABLE and entry.plan is not None and entry.plan.devices == 1
+    assert entry.launch is not None and entry.launch.engine == "unsloth"
