@@ -267,7 +267,9 @@ class LaunchFileDocument(_Document):
 class LaunchDocument(_Document):
     """The command that runs the entry's plan, checked against the engine release's own flags."""
 
-    engine: Literal["vllm", "sglang", "torchtune", "torchtitan", "transformers", "litgpt", "unsloth", "generic"]
+    engine: Literal[
+        "vllm", "sglang", "torchtune", "torchtitan", "transformers", "litgpt", "unsloth", "generic", "custom"
+    ]
     checked_against: str = Field(description="The engine release whose flags the command passed, e.g. 'vllm 0.11.0'.")
     argv: list[str] = Field(description="The command as arguments.")
     text: str = Field(description="The same, quoted for a POSIX shell.")
@@ -310,12 +312,13 @@ class RecommendationDocument(_Document):
     latency: LatencyDocument | None = Field(description="Inference only, where the catalog has the figures.")
     cost: CostDocument | None = Field(description="Where the catalog has a price.")
     launch: LaunchDocument | None = Field(
-        description="fits and tight entries of a workload that names its checkpoint (a preset, or a config.json"
-        " whose _name_or_path is a repository id): for the plan, `vllm serve` (vLLM), `python -m"
-        " sglang.launch_server` (SGLang); for training `tune run` (torchtune), `torchrun -m torchtitan.train`"
-        " (torchtitan), `accelerate launch -m trl.scripts.sft` (transformers), `python launch_litgpt.py` (lit-gpt) or"
-        " `python train_unsloth.py` (Unsloth), with the files they read; null otherwise (the transformers and generic"
-        " serving engines, and what a framework cannot run as budgeted: `manage.py recommend --launch` says why)."
+        description="fits and tight entries: for the plan, `vllm serve` (vLLM), `python -m sglang.launch_server`"
+        " (SGLang), `python generate_transformers.py` (transformers generate), vramplan's measured synthetic run"
+        " (the generic engine); for training `tune run` (torchtune), `torchrun -m torchtitan.train` (torchtitan),"
+        " `accelerate launch -m trl.scripts.sft` (transformers), `python launch_litgpt.py` (lit-gpt) or `python"
+        " train_unsloth.py` (Unsloth); for a custom workload the measured replay of its declared components; each with"
+        " the files it reads. Null where the workload names no checkpoint to load, or the engine or framework cannot"
+        " run it as budgeted: `manage.py recommend --launch` says why."
     )
     price_basis: PriceBasisDocument = Field(
         description="The price the entry was ranked on (after the verdict and the evidence): per million output"

@@ -401,11 +401,16 @@ SERVING_LAUNCHES: dict[str, Callable[[Workload, Mapping[str, Any], Plan | None],
 def launch_for(workload: Workload, settings: Mapping[str, Any], plan: Plan | None = None) -> Launch | None:
     """The command that runs an entry's plan (``settings``: its suggested settings; ``plan``: the entry's, which
     the transformers and generic launches read): by the workload's engine for inference (the generic engine's is
-    vramplan's synthetic run of the budget, ``launch_generic``); None for training and custom workloads (a training
-    entry's command is ``training_launch.training_launch``'s, for its plan)."""
+    vramplan's synthetic run of the budget, ``launch_generic``); a custom workload's is the replay of its declared
+    components (``launch_generic.custom_launch``); None for training (a training entry's command is
+    ``training_launch.training_launch``'s, for its plan)."""
     if workload.task == "inference" and workload.inference is not None:
         launch = SERVING_LAUNCHES.get(workload.inference.engine)
         return launch(workload, settings, plan) if launch is not None else None
+    if workload.task == "custom":
+        from .launch_generic import custom_launch  # it builds on this module's Launch
+
+        return custom_launch(workload)
     return None
 
 

@@ -1,4 +1,5 @@
-"""The generic engine's launch: vramplan's synthetic acceptance run of the budgeted workload, measured.
+"""The launches that are vramplan's own runs of the budget, measured: the generic engine's synthetic model and a
+custom workload's replay.
 
 The generic engine names no serving program. Its budget is the general model (no library's bookkeeping, a cache of
 the workload's layout, a plain share of the device), which is what vramplan's own synthetic workload runs: a
@@ -12,7 +13,12 @@ with ``acceptance_spec.json`` (the workload, at one replica's share of the sessi
 are checked against this package's own definitions, the release that runs them: ``vramplan-measure``'s parser and
 checks (``workers.runner.cli.argv_problems``) and the synthetic spec check (``synthetic.load_plan``), which refuses
 what it cannot build (quantized weights, a KV dtype other than the compute's, more than one device per process).
-Pure.
+
+A custom workload names no program either, only the memory it holds; its command is the replay of that declaration
+(``workers/runner/replay.py``: every component allocated, written and held at once on the device) under
+``vramplan-measure``, with ``replay_spec.json`` beside it, checked the same way (``replay.load_plan``). It measures
+that the declared components, the CUDA context and the allocator's rounding fit the device, which is what the custom
+budget says; the program's own run is a registered program's acceptance job. Pure.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from importlib import metadata
 from typing import Any
 
 from budgets.engine import Workload
-from workers.runner import cli, synthetic
+from workers.runner import cli, replay, synthetic
 
 from .launch import Launch
 from .launch_transformers import entry_plan
@@ -34,6 +40,8 @@ from .training_launch.common import _checked
 
 SPEC_FILE = "acceptance_spec.json"
 PROGRAM = ("python", "-m", "workers.runner.synthetic")
+REPLAY_FILE = "replay_spec.json"
+REPLAY = ("python", "-m", "workers.runner.replay")
 
 
 def _version() -> str:
@@ -124,4 +132,53 @@ def generic_launch(workload: Workload, settings: Mapping[str, Any], plan: Plan |
 def no_generic_launch(workload: Workload, settings: Mapping[str, Any], plan: Plan | None = None) -> str | None:
     """Why ``generic_launch`` gives no command; None when it gives one."""
     found = _launch(workload, settings, plan)
+    return found if isinstance(found, str) else None
+
+
+def _replay_notes(workload: Workload, run: replay.ReplayPlan) -> list[str]:
+    assert workload.custom is not None
+    copies = len(run.allocations)
+    return [
+        f"a custom workload names no program: this is the replay of its declaration, {len(workload.custom.components)}"
+        f" components ({copies} allocations with the per-concurrent copies for concurrency"
+        f" {workload.custom.concurrency}, {run.total_bytes:,} B) allocated, written and held at once on the device,"
+        " measured through NVML, PyTorch's allocator and host RSS",
+        "it shows the declared memory fits this device; to measure the program itself, register it"
+        " (/api/v1/programs/) and order its acceptance job",
+        f"needs vramplan {_version()} with its node extra on the GPU node (from a clone: pip install '.[node]')",
+        "add --upload URL --order ID (an order upload token in $VRAMPLAN_UPLOAD_TOKEN) before -- to attach the"
+        " measurement to an order",
+    ]
+
+
+def _custom(workload: Workload) -> Launch | str:
+    if workload.task != "custom" or workload.custom is None:
+        return "not a custom workload"
+    spec = {"workload": workload.model_dump(mode="json", exclude_unset=True), "device": workload.runtime.device}
+    try:
+        run = replay.load_plan(spec)
+    except synthetic.SpecError as exc:
+        return f"the replay cannot run it: {exc}"
+    measured = ("vramplan-measure", "--", *REPLAY, REPLAY_FILE)
+    return _checked(
+        "custom",
+        None,
+        measured,
+        _replay_notes(workload, run),
+        cli.argv_problems(measured[1:]),
+        checked_against=f"vramplan-measure {_version()}",
+        files=((REPLAY_FILE, json.dumps(spec, indent=2) + "\n"),),
+    )
+
+
+def custom_launch(workload: Workload) -> Launch | None:
+    """The measured replay of a custom workload's declared components; None for another task or a declaration the
+    replay refuses (``no_custom_launch`` says why)."""
+    found = _custom(workload)
+    return found if isinstance(found, Launch) else None
+
+
+def no_custom_launch(workload: Workload) -> str | None:
+    """Why ``custom_launch`` gives no command; None when it gives one."""
+    found = _custom(workload)
     return found if isinstance(found, str) else None

@@ -78,9 +78,10 @@ def acceptance_job_execute(job: measurement_services.ClaimedJob, node: str) -> d
         if job.argv_template is None:
             spec_path = Path(folder) / "synthetic.json"
             device = job.workload.get("runtime", {}).get("device", "cuda")
-            spec_path.write_text(json.dumps({"workload": job.workload, "device": device, "quality": True}))
-            argv = plan.synthetic_argv(str(spec_path))
-            conditions["program"] = "synthetic"
+            argv, builtin = plan.builtin_argv(job.workload, str(spec_path))
+            spec = {"workload": job.workload, "device": device} | ({"quality": True} if builtin == "synthetic" else {})
+            spec_path.write_text(json.dumps(spec))
+            conditions["program"] = builtin
         else:
             argv = plan.program_argv(job.argv_template, job.placeholders)
             conditions["program"] = "registered"

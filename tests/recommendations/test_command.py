@@ -65,13 +65,14 @@ def test_launch_prints_an_sglang_workloads_launch_server_commands(api, catalog) 
     assert "flags of sglang 0.5.10.post1)" in printed
 
 
-def test_launch_prints_the_generic_engines_measured_run_and_why_a_custom_workload_has_none(catalog) -> None:
+def test_launch_prints_the_generic_engines_measured_run_and_a_custom_workloads_replay(catalog) -> None:
     examples = Path(__file__).resolve().parents[2] / "fixtures" / "workloads"
     generic = run(str(examples / "generic-mistral-7b-contiguous.json"), "--top", "1", "--launch")
     assert "vramplan-measure -- python -m workers.runner.synthetic acceptance_spec.json" in generic.splitlines()
     assert "cat > acceptance_spec.json <<'EOF'" in generic
     custom = run(str(examples / "custom-rendering.json"), "--top", "1", "--launch")
-    assert "a custom workload runs its own program" in custom
+    assert "vramplan-measure -- python -m workers.runner.replay replay_spec.json" in custom.splitlines()
+    assert "cat > replay_spec.json <<'EOF'" in custom and "register it (/api/v1/programs/)" in custom
 
 
 @pytest.mark.parametrize(

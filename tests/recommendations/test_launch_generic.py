@@ -17,12 +17,19 @@ import pytest
 from benchmarks.recommend_speed import fixture_views
 from budgets.engine import Workload, estimate
 from recommendations.launch import launch_for, no_serving_launch
-from recommendations.launch_generic import SPEC_FILE, generic_launch, no_generic_launch
+from recommendations.launch_generic import (
+    REPLAY_FILE,
+    SPEC_FILE,
+    custom_launch,
+    generic_launch,
+    no_custom_launch,
+    no_generic_launch,
+)
 from recommendations.plans import Plan
 from recommendations.recommend import recommend
 from recommendations.verdicts import Verdict
 from tests.measurements.helpers import TINY_CPU_WORKLOAD
-from workers.runner import cli, synthetic
+from workers.runner import cli, replay, synthetic
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "fixtures" / "workloads" / "generic-mistral-7b-contiguous.json"
@@ -137,3 +144,38 @@ def test_the_launch_runs_on_cpu_under_vramplan_measure(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-3000:]
     document = json.loads(run.stdout)
     assert document["outcome"] == "succeeded", document.get("error")
+
+
+CUSTOM = ROOT / "fixtures" / "workloads" / "custom-rendering.json"
+
+
+def test_every_fitting_custom_entry_carries_the_measured_replay_of_its_declaration() -> None:
+    """The custom example over the catalog: every runnable entry carries ``vramplan-measure -- python -m
+    workers.runner.replay replay_spec.json``, which vramplan-measure's parser accepts and whose spec, read back by the
+    replay, is the workload itself and allocates the declaration's bytes (its own sum, per-concurrent ones × the
+    concurrency)."""
+    workload = Workload.model_validate(json.loads(CUSTOM.read_text()))
+    assert workload.custom is not None
+    copies = workload.custom.concurrency
+    declared = sum(c.bytes * (copies if c.per_concurrent else 1) for c in workload.custom.components)
+    runnable = [e for e in recommend(workload, fixture_views()) if e.verdict in (Verdict.FITS, Verdict.TIGHT)]
+    assert runnable
+    for entry in runnable:
+        launch = entry.launch
+        assert launch is not None and launch.engine == "custom", entry.configuration["slug"]
+        assert launch.argv == ("vramplan-measure", "--", "python", "-m", "workers.runner.replay", REPLAY_FILE)
+        assert cli.argv_problems(launch.argv[1:]) == []
+        spec = json.loads(dict(launch.files)[REPLAY_FILE])
+        run = replay.load_plan(spec)
+        assert run.workload == workload and run.total_bytes == declared
+        assert launch_for(workload, entry.suggested_settings, entry.plan) == launch
+    assert no_custom_launch(workload) is None
+
+
+def test_a_declaration_the_replay_cannot_make_has_no_launch_and_says_why() -> None:
+    data = json.loads(CUSTOM.read_text())
+    data["custom"]["concurrency"] = replay.MAX_ALLOCATIONS
+    workload = Workload.model_validate(data)
+    assert custom_launch(workload) is None
+    reason = no_custom_launch(workload)
+    assert reason is not None and "allocations" in reason

@@ -244,3 +244,26 @@ def test_a_child_killed_by_a_signal_is_reported_with_the_signal(start_worker, ap
     document = job["measurement"]["document"]
     assert (document["outcome"], document["signal"], document["signal_name"]) == ("signalled", 9, "SIGKILL")
     assert api.get(f"/api/v1/orders/{order['id']}/").json()["decision"]["verdict"] == "undecided"
+
+
+def test_a_custom_workloads_job_replays_its_declared_components(start_worker, api) -> None:
+    """An order of a custom workload that names no program runs the replay of its declaration, the command its
+    recommendation carries: the worker's child holds exactly the declared bytes (the declaration's own sum)."""
+    configuration = cpu_configuration()
+    worker = start_worker()
+    worker.wait_for_node()
+    components = [{"name": "tables", "category": "weights", "bytes": 40_000_000},
+                  {"name": "frame", "category": "activations", "bytes": 5_000_000, "per_concurrent": True}]  # fmt: skip
+    custom = {"name": "replay-cpu", "task": "custom", "runtime": {"device": "cpu"},
+              "custom": {"components": components, "concurrency": 4}}  # fmt: skip
+    workload = api.post("/api/v1/workloads/", custom, format="json").json()
+    order = api.post("/api/v1/orders/", {"workload": workload["id"], "configuration": configuration.slug},
+                     format="json").json()  # fmt: skip
+    started = api.post(f"/api/v1/orders/{order['id']}/acceptance-jobs/", {}, format="json")
+    assert started.status_code == 202, started.json()
+    job = _wait_job(api, started.json()["id"], {"succeeded", "failed", "cancelled"}, worker=worker)
+    assert job["status"] == "succeeded", (job["error"], worker.log())
+    measurement = job["measurement"]
+    assert measurement["peaks"]["framework_allocated"] == 40_000_000 + 4 * 5_000_000
+    assert measurement["document"]["conditions"]["program"] == "replay"
+    assert measurement["document"]["conditions"]["workload"] == "replay"

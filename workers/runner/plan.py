@@ -249,3 +249,10 @@ def with_launch(values: Mapping[str, str], launch: Mapping[str, str | None]) -> 
 def synthetic_argv(spec_path: str) -> list[str]:
     """The built-in synthetic acceptance workload, run by this interpreter."""
     return [sys.executable, "-m", "workers.runner.synthetic", spec_path]
+
+
+def builtin_argv(workload: dict[str, Any], spec_path: str) -> tuple[list[str], str]:
+    """What a job that names no program runs, by this interpreter, and its name: a custom workload's replay of its
+    declared components (``workers.runner.replay``), any other workload's synthetic model."""
+    module = "replay" if workload.get("task") == "custom" else "synthetic"
+    return [sys.executable, "-m", f"workers.runner.{module}", spec_path], module

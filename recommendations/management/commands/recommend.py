@@ -21,6 +21,7 @@ from budgets.management.commands.estimate import validated
 from budgets.services import BudgetOutOfRange
 
 from ...launch import no_serving_launch
+from ...launch_generic import no_custom_launch
 from ...recommend import Entry
 from ...services import MAX_TOP, recommend_for, recommendations_payload
 from ...training_launch import no_training_launch
@@ -47,8 +48,8 @@ def _no_launch(workload: Workload, entry: Entry) -> str:
     """Why a ``fits`` or ``tight`` entry has no launch command."""
     found = None
     if workload.task == "custom":
-        return "a custom workload runs its own program: register it (/api/v1/programs/) and order its acceptance job"
-    if workload.task == "training" and entry.plan is not None:
+        found = no_custom_launch(workload)
+    elif workload.task == "training" and entry.plan is not None:
         found = no_training_launch(workload, entry.suggested_settings, entry.plan)
     else:
         found = no_serving_launch(workload, entry.suggested_settings, entry.plan)
