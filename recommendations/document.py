@@ -89,7 +89,10 @@ class MarginDocument(_Document):
 
 
 class ReasonDocument(_Document):
-    rule: str = Field(description="A compatibility rule, or vllm, memory, host_ram, disk, latency, headroom.")
+    rule: str = Field(
+        description="A compatibility rule, or vllm, sglang, memory, host_ram, disk, latency, headroom, parallelism;"
+        " framework or engine where plans it cannot launch were left out."
+    )
     message: str
     action: str = Field(description="What to do about it.")
     component: str | None = Field(description="The budget component that overflows.")

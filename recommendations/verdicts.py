@@ -52,7 +52,7 @@ class Reason:
     """Why a verdict is what it is, for a person: the rule, what is wrong, what to do."""
 
     rule: str  # a compat rule ("precision", "driver", ...), an engine's name, "memory", "host_ram", "disk", "latency",
-    # "headroom"
+    # "headroom", "parallelism"; "framework" / "engine": plans it cannot launch left out (``launchable_plans``)
     message: str
     action: str = ""
     component: str | None = None  # the budget component that overflows
