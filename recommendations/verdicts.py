@@ -33,8 +33,8 @@ from catalog import compat
 from measurements.calibration import CorrectedFigure, Correction, apply_correction
 
 from . import roofline
-from .plans import ConfigurationView, Evaluator, Plan, PlanBudget, candidate_plans
 from .launch import no_serving_launch
+from .plans import ConfigurationView, Evaluator, Plan, PlanBudget, candidate_plans
 from .training_launch import no_training_launch
 
 GIB = 2**30
