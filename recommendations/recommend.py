@@ -31,11 +31,11 @@ from measurements.calibration import (
     build_calibration,
 )
 
-from .launch import Launch, launch_for
+from .launch import Launch, launch_for, no_serving_launch
 from .plans import ConfigurationView, Plan
 from .ranking import best_possible_key, rank_key
 from .settings import Variants, suggested_settings
-from .training_launch import training_launch
+from .training_launch import no_training_launch, training_launch
 from .verdicts import (
     Corrections,
     LatencyFigures,
@@ -367,6 +367,22 @@ class Recommender:
         if self.workload.task == "training":
             return training_launch(self.workload, settings, plan) if plan is not None else None
         return launch_for(self.workload, settings, plan)
+
+
+def no_launch_reason(workload: Workload, entry: Entry) -> str | None:
+    """Why a ``fits`` or ``tight`` entry has no launch command; None when it has one or does not run."""
+    if entry.launch is not None or entry.verdict not in (Verdict.FITS, Verdict.TIGHT):
+        return None
+    found = None
+    if workload.task == "custom":
+        from .launch_generic import no_custom_launch  # it builds on launch's Launch, as launch_for's import
+
+        found = no_custom_launch(workload)
+    elif workload.task == "training" and entry.plan is not None:
+        found = no_training_launch(workload, entry.suggested_settings, entry.plan)
+    else:
+        found = no_serving_launch(workload, entry.suggested_settings, entry.plan)
+    return found or "no launch for this engine or model"
 
 
 def recommend(

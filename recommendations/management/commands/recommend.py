@@ -20,11 +20,8 @@ from budgets.engine import Workload
 from budgets.management.commands.estimate import validated
 from budgets.services import BudgetOutOfRange
 
-from ...launch import no_serving_launch
-from ...launch_generic import no_custom_launch
-from ...recommend import Entry
+from ...recommend import Entry, no_launch_reason
 from ...services import MAX_TOP, recommend_for, recommendations_payload
-from ...training_launch import no_training_launch
 
 BAD_INPUT = 2  # exit status for a file that is not a valid workload (argparse uses 2 for bad arguments too)
 GIB = 2**30
@@ -44,25 +41,13 @@ def _gib(value: int | None) -> str:
     return "-" if value is None else f"{value / GIB:,.2f}"
 
 
-def _no_launch(workload: Workload, entry: Entry) -> str:
-    """Why a ``fits`` or ``tight`` entry has no launch command."""
-    found = None
-    if workload.task == "custom":
-        found = no_custom_launch(workload)
-    elif workload.task == "training" and entry.plan is not None:
-        found = no_training_launch(workload, entry.suggested_settings, entry.plan)
-    else:
-        found = no_serving_launch(workload, entry.suggested_settings, entry.plan)
-    return found or "no launch for this engine or model"
-
-
 def launch_lines(workload: Workload, entries: Iterable[Entry]) -> str:
     """Each entry's launch command, with what to know about it; why an entry has none."""
     lines = ["", "Launch commands:"]
     for entry in entries:
         slug = entry.configuration["slug"]
         if entry.launch is None:
-            why = "not runnable" if entry.verdict.value not in ("fits", "tight") else _no_launch(workload, entry)
+            why = no_launch_reason(workload, entry) or "not runnable"
             lines.append(f"# {slug}: {why}")
             continue
         lines.append(f"# {slug} ({entry.plan.label() if entry.plan else ''}; flags of {entry.launch.checked_against})")
