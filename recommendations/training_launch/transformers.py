@@ -518,8 +518,12 @@ def transformers_command(
     if isinstance(precision, str):
         return precision
     if training.method == "qlora" and (plan.zero_stage > 0 or training.cpu_offload != "none"):
-        return (f"QLoRA with ZeRO-{plan.zero_stage}: launched on one device or DDP only; sharding a 4-bit base needs"
-                " bnb_4bit_quant_storage, which the budget does not model")  # fmt: skip
+        return (f"QLoRA with ZeRO-{plan.zero_stage}: launched on one device or DDP only. A sharded 4-bit base runs"
+                " under FSDP1 with --bnb_4bit_quant_storage bfloat16 (accelerate's FSDP2 has no QLoRA:"
+                " huggingface/accelerate#3874), where bitsandbytes keeps every layer's quantization state whole on"
+                " each rank (nn/modules.py fix_4bit_weight_quant_state_from_module); the budget shards it, and runs"
+                " 37 % under PEFT's published FSDP-QLoRA peak (benchmarks/gpu_published hold-out"
+                " peft-fsdp-qlora-2x24gb-llama-2-70b-offload)")  # fmt: skip
     draft = _HfDraft()
     kind = _hf_distribution(draft, stack, workload, plan, precision.deepspeed)
     _hf_model(draft, stack, workload, repo, precision)
