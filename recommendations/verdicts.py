@@ -524,14 +524,6 @@ def _search_plans(
     return Outcome(Verdict.DOES_NOT_FIT, nearest, nearest.failures + left_out)
 
 
-#: The serving engines whose command depends on the plan (vLLM and SGLang launch every plan they are offered), and
-#: where the plans they cannot launch run.
-PLAN_BOUND_ENGINES = {
-    "generic": "choose engine vllm, sglang or transformers, which launch tensor and pipeline plans",
-    "transformers": "choose engine vllm or sglang, which launch every tensor and pipeline plan",
-}
-
-
 def _launch_refusal(workload: Workload, plan: Plan) -> str | None:
     if workload.task == "training":
         return no_training_launch(workload, {}, plan)
@@ -544,19 +536,20 @@ def _left_out_action(workload: Workload) -> str:
             return ""
         return "choose a framework that launches them (torchtitan runs tensor, pipeline and context parallelism)"
     assert workload.inference is not None
-    return PLAN_BOUND_ENGINES[workload.inference.engine]
+    return engine(workload.inference.engine).plan_bound_launch or ""
 
 
 def launchable_plans(workload: Workload, view: ConfigurationView) -> tuple[list[Plan], tuple[Reason, ...]]:
     """The candidate plans the workload's training framework, or its serving engine where the command depends on the
-    plan (``PLAN_BOUND_ENGINES``), can launch, and a reason naming the others: a recommendation is a run the user can
-    start, so a plan with no command (the HF Trainer's tensor parallelism, lit-gpt's pipeline stages, the generic
-    engine's synthetic run over two devices) is neither searched nor offered. Where none of them launches, the
-    cheapest plan's refusal is the workload's, not the plans' (an optimizer, a precision, a model without a
-    checkpoint): the plans refused for that alone are kept, and their entries say why they have no command."""
+    plan (``ServingEngine.plan_bound_launch``), can launch, and a reason naming the others: a recommendation is a run
+    the user can start, so a plan with no command (the HF Trainer's tensor parallelism, lit-gpt's pipeline stages,
+    the generic engine's synthetic run over two devices) is neither searched nor offered. Where none of them
+    launches, the cheapest plan's refusal is the workload's, not the plans' (an optimizer, a precision, a model
+    without a checkpoint): the plans refused for that alone are kept, and their entries say why they have no
+    command."""
     plans = candidate_plans(workload, view)
     inference = workload.inference if workload.task == "inference" else None
-    bound = workload.task == "training" or (inference is not None and inference.engine in PLAN_BOUND_ENGINES)
+    bound = workload.task == "training" or (inference is not None and engine(inference.engine).plan_bound_launch)
     if not bound or not plans:
         return plans, ()
     refusals = {plan: _launch_refusal(workload, plan) for plan in plans}

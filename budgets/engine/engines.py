@@ -65,13 +65,17 @@ class ServingEngine:
     # --enable-expert-parallel with --data-parallel-size (vllm/config/parallel.py), SGLang --ep-size with
     # --enable-dp-attention (server_args.py)
     expert_parallel: bool = False
+    # its launch runs only some plans (a generate script, vramplan's synthetic run): where the others run, for a
+    # recommendation that leaves them out (recommendations.verdicts.launchable_plans); None: it launches every plan
+    plan_bound_launch: str | None = None
 
     def default_utilization(self, version: str | None) -> float | None:
         return self.utilization(version or self.default_version or "")
 
 
-def _generate_engine(name: str, label: str, default_layout: KvCacheLayout) -> ServingEngine:
-    """An engine that runs `generate` over a cache of any layout, without a pool of its own."""
+def _generate_engine(name: str, label: str, default_layout: KvCacheLayout, elsewhere: str) -> ServingEngine:
+    """An engine that runs `generate` over a cache of any layout, without a pool of its own; ``elsewhere``: where
+    the plans its launch cannot run do run."""
     return ServingEngine(
         name=name,
         label=label,
@@ -81,6 +85,7 @@ def _generate_engine(name: str, label: str, default_layout: KvCacheLayout) -> Se
         need_view="device_used",
         default_version=None,
         utilization=lambda _version: PLAIN_UTILIZATION,
+        plan_bound_launch=elsewhere,
     )
 
 
@@ -113,8 +118,18 @@ ENGINES: dict[str, ServingEngine] = {
         expert_parallel=True,
     ),
     # the transformers profiles pick their own default release (profiles/transformers.py)
-    "transformers": _generate_engine("transformers", "transformers", "dynamic"),
-    "generic": _generate_engine("generic", "the generic engine", "contiguous"),
+    "transformers": _generate_engine(
+        "transformers",
+        "transformers",
+        "dynamic",
+        "choose engine vllm or sglang, which launch every tensor and pipeline plan",
+    ),
+    "generic": _generate_engine(
+        "generic",
+        "the generic engine",
+        "contiguous",
+        "choose engine vllm, sglang or transformers, which launch tensor and pipeline plans",
+    ),
 }
 
 
