@@ -66,7 +66,9 @@ def _spec(workload: Workload, sessions: int) -> dict[str, Any]:
     return {"workload": served.model_dump(mode="json", exclude_unset=True), "device": "cuda"}
 
 
-def _notes(workload: Workload, plan: Plan, sessions: int, run: synthetic.Plan) -> list[str]:
+def _notes(
+    workload: Workload, settings: Mapping[str, Any], plan: Plan, sessions: int, run: synthetic.Plan
+) -> list[str]:
     inference = workload.inference
     assert inference is not None
     notes = [
@@ -80,8 +82,10 @@ def _notes(workload: Workload, plan: Plan, sessions: int, run: synthetic.Plan) -
     ]
     notes += [f"the synthetic run: {note}" for note in run.notes]
     if plan.replicas > 1:
+        per = settings.get("devices_per_node")
+        where = f", {per} on each node" if isinstance(per, int) and plan.replicas > per else ""
         notes.append(
-            f"run {plan.replicas} such processes, replica k on its own device (CUDA_VISIBLE_DEVICES=k), each"
+            f"run {plan.replicas} such processes{where}, replica k on its own device (CUDA_VISIBLE_DEVICES=k), each"
             f" generating {sessions} of the {inference.concurrent_sessions} sessions"
         )
     return notes
@@ -113,7 +117,7 @@ def _launch(workload: Workload, settings: Mapping[str, Any], plan: Plan | None) 
         "generic",
         None,
         (*env, *measured),
-        _notes(workload, chosen, sessions, run),
+        _notes(workload, settings, chosen, sessions, run),
         cli.argv_problems(measured[1:]),
         checked_against=f"vramplan-measure {_version()}",
         files=files,

@@ -25,7 +25,8 @@ Plans (:func:`candidate_plans`):
   layout: DeepSeek-V3 technical report, arXiv:2412.19437, §3.4.2 "Decoding"; SGLang ``--enable-dp-attention``);
   the experts' all-to-all is in the roofline (``roofline``);
 - a custom task, or a ``cpu`` workload, has one plan: one device; so has training under a framework that runs one
-  process on one GPU whatever the node has (Unsloth, ``one_device``), the node's other devices idle.
+  process on one GPU whatever the node has (Unsloth, ``one_device``), the node's other devices idle; one that runs
+  on one node (lit-gpt, ``one_node``) fills that node's devices only.
 
 The recommender then keeps the plans the workload's training framework, or a serving engine whose command depends on
 the plan (generic, transformers), can launch (``verdicts.launchable_plans``): a plan no command runs (the HF Trainer's
@@ -111,6 +112,11 @@ class ConfigurationView:
     @property
     def devices_per_node(self) -> int:
         return self.device_count // self.node_count
+
+    def placement(self) -> dict[str, int]:
+        """The entry settings that place a plan on this configuration's nodes, read by the launches that start
+        processes on each (``nodes``, ``devices_per_node``); none on one node."""
+        return {"nodes": self.node_count, "devices_per_node": self.devices_per_node} if self.node_count > 1 else {}
 
     @property
     def compute_capability(self) -> tuple[int, int] | None:
@@ -222,8 +228,9 @@ def candidate_plans(workload: Workload, view: ConfigurationView) -> list[Plan]:
     plans: list[Plan] = []
     # training keeps the workload's context-parallel degree (not searched): each replica spans t × p × it devices
     context = workload.parallelism.context if workload.task == "training" else 1
+    devices = view.devices_per_node if _one_node(workload) else view.device_count
     for t, p in _shapes(workload, view):
-        replicas = view.device_count // (t * p * context)
+        replicas = devices // (t * p * context)
         if replicas == 0:
             continue
         if workload.task == "inference":
@@ -239,6 +246,15 @@ def candidate_plans(workload: Workload, view: ConfigurationView) -> list[Plan]:
 def _one_device(workload: Workload) -> bool:
     """A training framework that runs one process on one GPU whatever the node has (``one_device``)."""
     return workload.training is not None and framework_profile(workload.training.framework).one_device
+
+
+def _one_node(workload: Workload) -> bool:
+    """A training framework that runs on one node whatever the configuration spans (``one_node``)."""
+    return (
+        workload.task == "training"
+        and workload.training is not None
+        and framework_profile(workload.training.framework).one_node
+    )
 
 
 def _training_plans(workload: Workload, tensor: int, pipeline: int, data: int) -> list[Plan]:

@@ -395,11 +395,10 @@ def suggested_settings(
         pb = a.plan_budget
         sglang = workload.inference is not None and workload.inference.engine == "sglang"
         settings.update(sglang_settings(pb, view.accelerator_name) if sglang else vllm_settings(pb))
-        if view.node_count > 1:  # where the launch's processes go (``recommendations.launch``)
-            settings["nodes"] = view.node_count
-            settings["devices_per_node"] = view.devices_per_node
+        settings.update(view.placement())  # where the launch's processes go (``recommendations.launch``)
     if workload.task == "training" and outcome.verdict != Verdict.DOES_NOT_FIT:
         settings.update(training_settings(a, view, variants, corrections))
+        settings.update(view.placement())  # where torchrun's or accelerate's processes go (``training_launch``)
     if a.latency is not None and a.latency.max_sessions_within_target is not None:
         settings["max_concurrency_within_latency_target"] = a.latency.max_sessions_within_target
     if outcome.verdict == Verdict.DOES_NOT_FIT:

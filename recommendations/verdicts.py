@@ -483,9 +483,9 @@ def _search_plans(
         pb = evaluator.evaluate(plan, usable, view.accelerator_name, view.compute_capability)
         return assess_plan(workload, view, pb, usable, corrections)
 
-    # the candidates read only the node's device count and NVLink domain (and the workload)
+    # the candidates read only the devices, the NVLink domain and the nodes (and the workload)
     plans, left_out = evaluator.memo(
-        ("plans", view.device_count, view.nvlink_domain_size), lambda: launchable_plans(workload, view)
+        ("plans", view.device_count, view.nvlink_domain_size, view.node_count), lambda: launchable_plans(workload, view)
     )
     if not plans:  # a context-parallel workload on fewer devices than its degree: no plan places it
         if not closest:
@@ -524,10 +524,10 @@ def _search_plans(
     return Outcome(Verdict.DOES_NOT_FIT, nearest, nearest.failures + left_out)
 
 
-def _launch_refusal(workload: Workload, plan: Plan) -> str | None:
+def _launch_refusal(workload: Workload, plan: Plan, view: ConfigurationView) -> str | None:
     if workload.task == "training":
-        return no_training_launch(workload, {}, plan)
-    return no_serving_launch(workload, {}, plan)
+        return no_training_launch(workload, view.placement(), plan)
+    return no_serving_launch(workload, view.placement(), plan)
 
 
 def _left_out_action(workload: Workload) -> str:
@@ -552,7 +552,7 @@ def launchable_plans(workload: Workload, view: ConfigurationView) -> tuple[list[
     bound = workload.task == "training" or (inference is not None and engine(inference.engine).plan_bound_launch)
     if not bound or not plans:
         return plans, ()
-    refusals = {plan: _launch_refusal(workload, plan) for plan in plans}
+    refusals = {plan: _launch_refusal(workload, plan, view) for plan in plans}
     kept = [plan for plan in plans if refusals[plan] is None]
     if not kept:
         kept = [plan for plan in plans if refusals[plan] == refusals[plans[0]]]

@@ -64,6 +64,8 @@ class TrainingFrameworkProfile:
     context_parallel: bool = False
     # runs one process on one GPU, whatever the node has (Unsloth's open-source release): its plan is that device
     one_device: bool = False
+    # runs on one node, whatever the configuration spans (lit-gpt's Fabric has no num_nodes): its plans are that node's
+    one_node: bool = False
 
     def runs_stage(self, zero_stage: int, tensor: int, pipeline: int) -> bool:
         """Whether its data-parallel ranks can run ``zero_stage`` under that tensor and pipeline split."""
@@ -92,7 +94,14 @@ FRAMEWORKS: dict[str, TrainingFrameworkProfile] = {
         fused_loss=True,
     ),
     "litgpt": TrainingFrameworkProfile(
-        "litgpt", "lit-gpt", "8641822", False, 0, "lit-gpt's own layers and chunked LM head (profiles/litgpt.py)"
+        "litgpt",
+        "lit-gpt",
+        "8641822",
+        False,
+        0,
+        "lit-gpt's own layers and chunked LM head (profiles/litgpt.py)",
+        # finetune/lora.py:94 and full.py:73 build L.Fabric(devices=…) with no num_nodes: one node's devices
+        one_node=True,
     ),
     "torchtune": TrainingFrameworkProfile(
         "torchtune",

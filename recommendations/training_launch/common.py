@@ -7,7 +7,7 @@ import ast
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..launch import Launch, LaunchError
+from ..launch import HEAD_NODE, Launch, LaunchError
 
 #: The workload's 4-bit weight formats a torchtune QLoRA run replaces with torchao's NF4 (``quantize_base``:
 #: torchtune/modules/peft/lora.py ``to_nf4``).
@@ -16,6 +16,46 @@ FOUR_BIT = ("nf4", "int4")
 LESS = "less than the budget's"
 ALLOCATOR = "PYTORCH_CUDA_ALLOC_CONF"
 EXPANDABLE = "expandable_segments:True"
+
+
+#: The port torchrun's c10d rendezvous and accelerate's main process listen on, on a multi-node plan's first node
+#: (torch.distributed.run's default master port; accelerate's ``main_process_port`` default).
+RENDEZVOUS_PORT = 29500
+
+
+def nodes_for(devices: int, settings: Mapping[str, object]) -> tuple[int, int] | str:
+    """How a plan of ``devices`` processes spreads over the configuration's nodes: (nodes, processes per node), one
+    node when the settings name none or it holds them all; or why it cannot (a partial node: torchrun and accelerate
+    start the same number of processes on every node)."""
+    per = settings.get("devices_per_node")
+    if not isinstance(per, int) or devices <= per:
+        return 1, devices
+    if devices % per:
+        return f"{devices} processes over nodes of {per} devices: the launchers start as many on every node"
+    return devices // per, per
+
+
+def torchrun_flags(devices: int, settings: Mapping[str, object]) -> tuple[tuple[tuple[str, str], ...], list[str]] | str:
+    """torchrun's flags for a plan of ``devices`` processes (``nodes_for``): ``--nproc_per_node`` on one node; over
+    several, ``--nnodes``, a node's processes and c10d's rendezvous at the first node, with the note that says to run
+    the same command on each; or why not."""
+    placed = nodes_for(devices, settings)
+    if isinstance(placed, str):
+        return placed
+    nodes, per = placed
+    if nodes == 1:
+        return (("--nproc_per_node", str(devices)),), []
+    flags = (("--nnodes", str(nodes)), ("--nproc_per_node", str(per)), ("--rdzv_backend", "c10d"),
+             ("--rdzv_endpoint", f"{HEAD_NODE}:{RENDEZVOUS_PORT}"))  # fmt: skip
+    note = (f"{nodes} nodes of {per} processes: run this same command on each node, with {HEAD_NODE} the first"
+            f" node's address (torchrun's c10d rendezvous on port {RENDEZVOUS_PORT})")  # fmt: skip
+    return flags, [note]
+
+
+def torchrun_processes(torchrun: Sequence[tuple[str, str]]) -> int:
+    """The processes torchrun's flags start over all nodes: ``--nnodes`` × ``--nproc_per_node``."""
+    flags = dict(torchrun)
+    return int(flags.get("--nnodes", 1)) * int(flags.get("--nproc_per_node", 1))
 
 
 def split_env(argv: Sequence[str]) -> tuple[list[tuple[str, str]], list[str]]:

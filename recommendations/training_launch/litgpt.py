@@ -279,6 +279,10 @@ def litgpt_command(workload: Workload, settings: Mapping[str, Any], plan: Plan) 
                 " Config.from_name reads checkpoint_dir's name)")  # fmt: skip
     if plan.tensor > 1 or plan.pipeline > 1:
         return f"tensor or pipeline parallelism: lit-gpt {release.release}'s finetune scripts shard with FSDP only"
+    per = settings.get("devices_per_node")
+    if isinstance(per, int) and plan.devices > per:
+        return (f"{plan.devices} devices over nodes of {per}: lit-gpt {release.release}'s finetune scripts build"
+                " L.Fabric(devices=…) without num_nodes (finetune/lora.py:94, full.py:73), one node")  # fmt: skip
     if workload.runtime.device != "cuda":
         return f"the {workload.runtime.device}: lit-gpt's scripts leave the accelerator to Fabric, the command cannot"
     block = release.configs[repo]["block_size"]

@@ -1,7 +1,9 @@
 """torchtitan's training launches (``recommendations.training_launch``).
 
 A torchtitan workload's entry gets ``torchrun --nproc_per_node N -m torchtitan.train --job.config_file <a train config
-of the release> --section.field value …`` (torchtitan 0.2.0, the profile's; JobConfig's fields are tyro flags): the
+of the release> --section.field value …`` (over several nodes ``--nnodes``, a node's processes and the c10d
+rendezvous at the first node, ``common.torchrun_flags``) (torchtitan 0.2.0, the profile's; JobConfig's fields are
+tyro flags): the
 flavor whose architecture is the workload's (Llama 3 8B/70B/405B, Qwen3's dense ones), micro batch and sequence
 length (under a pipeline one micro-batch per stage), the parallel degrees (ZeRO-0 of one-device replicas as DDP,
 ZeRO-2 and 3 as FSDP2 keeping or resharding the gathered layers), the dtype and FSDP's mixed-precision policy, the
@@ -27,7 +29,7 @@ from budgets.engine.schema import PrecisionSpec
 
 from ..launch import FIXTURES, Launch, LaunchError
 from ..plans import Plan
-from .common import ALLOCATOR, EXPANDABLE, LESS, _checked, split_env
+from .common import ALLOCATOR, EXPANDABLE, LESS, _checked, split_env, torchrun_flags, torchrun_processes
 
 #: The torchtitan release whose JobConfig, models and train configs commands are checked against: the profile's.
 TORCHTITAN_RELEASE = framework_profile("torchtitan").release or ""
@@ -81,8 +83,9 @@ class TitanCommand:
         return (*env, "torchrun", *torchrun, "-m", self.module, *args)
 
     @property
-    def nproc_per_node(self) -> int:
-        return int(dict(self.torchrun).get("--nproc_per_node", 1))
+    def processes(self) -> int:
+        """The processes it starts over all nodes."""
+        return torchrun_processes(self.torchrun)
 
     @classmethod
     def parse(cls, argv: Sequence[str]) -> TitanCommand:
@@ -177,8 +180,8 @@ class TorchtitanRelease:
         degrees = ("data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
                    "pipeline_parallel_degree", "context_parallel_degree")  # fmt: skip
         product = math.prod(int(config[f"parallelism.{name}"]) for name in degrees)
-        if int(config["parallelism.data_parallel_shard_degree"]) > 0 and product != command.nproc_per_node:
-            found.append(f"the parallel degrees cover {product} devices, torchrun starts {command.nproc_per_node}"
+        if int(config["parallelism.data_parallel_shard_degree"]) > 0 and product != command.processes:
+            found.append(f"the parallel degrees cover {product} devices, torchrun starts {command.processes}"
                          " (distributed/parallel_dims.py:52-55)")  # fmt: skip
         return found
 
@@ -506,8 +509,12 @@ def torchtitan_command(
     if draft.refusal is not None:
         return draft.refusal
     env = ((ALLOCATOR, EXPANDABLE),) if workload.runtime.expandable_segments else ()
-    command = TitanCommand(release.module, tuple(draft.args), (("--nproc_per_node", str(plan.devices)),), env)
-    return command, [*_titan_notes(release, workload), *draft.notes]
+    placed = torchrun_flags(plan.devices, settings)
+    if isinstance(placed, str):
+        return placed
+    torchrun, placement = placed
+    command = TitanCommand(release.module, tuple(draft.args), torchrun, env)
+    return command, [*_titan_notes(release, workload), *placement, *draft.notes]
 
 
 def torchtitan_launch(workload: Workload, settings: Mapping[str, Any], plan: Plan) -> Launch | str:

@@ -1,7 +1,9 @@
 """torchtune's training launches (``recommendations.training_launch``).
 
 A torchtune workload's ``fits`` or ``tight`` entry gets ``tune run [--nproc_per_node N] <recipe> --config <config>
-key=value …`` (torchtune 0.6.1, the release ``budgets.engine.frameworks`` profiles): the recipe by method and device
+key=value …`` (over several nodes ``--nnodes``, a node's processes and torchrun's c10d rendezvous at the first node,
+``common.torchrun_flags``; torchtune/_cli/run.py passes torchrun's flags through) (torchtune 0.6.1, the release
+``budgets.engine.frameworks`` profiles): the recipe by method and device
 count, a config the release registers for that recipe whose model builder has the workload's architecture, and an
 override for every setting the budget assumed: micro batch (``batch_size``), sequence length
 (``tokenizer.max_seq_len``), recomputation, activation offloading, optimizer and its step, optimizer in backward,
@@ -35,7 +37,18 @@ from budgets.engine.schema import LoraSpec, TrainingSpec
 
 from ..launch import FIXTURES, Launch, LaunchError
 from ..plans import Plan
-from .common import ALLOCATOR, EXPANDABLE, FOUR_BIT, LESS, _checked, _Draft, _flag, split_env
+from .common import (
+    ALLOCATOR,
+    EXPANDABLE,
+    FOUR_BIT,
+    LESS,
+    _checked,
+    _Draft,
+    _flag,
+    split_env,
+    torchrun_flags,
+    torchrun_processes,
+)
 
 #: The torchtune release whose recipes and configs commands are checked against: the framework profile's.
 TORCHTUNE_RELEASE = framework_profile("torchtune").release or ""
@@ -104,8 +117,9 @@ class TuneCommand:
         return dict(self.overrides)
 
     @property
-    def nproc_per_node(self) -> int:
-        return int(dict(self.torchrun).get("--nproc_per_node", 1))
+    def processes(self) -> int:
+        """The processes it starts over all nodes."""
+        return torchrun_processes(self.torchrun)
 
     @classmethod
     def parse(cls, argv: Sequence[str]) -> TuneCommand:
@@ -468,9 +482,12 @@ def torchtune_command(
     if draft.refusal is not None:
         return draft.refusal
     env = ((ALLOCATOR, EXPANDABLE),) if workload.runtime.expandable_segments else ()
-    torchrun = (("--nproc_per_node", str(plan.devices)),) if plan.devices > 1 else ()
+    placed = torchrun_flags(plan.devices, settings) if plan.devices > 1 else ((), [])
+    if isinstance(placed, str):
+        return placed
+    torchrun, placement = placed
     command = TuneCommand(recipe, config, tuple(draft.overrides), tuple(draft.removals), torchrun, env)
-    return command, [_checkpoint_note(release, config, workload), *draft.notes]
+    return command, [_checkpoint_note(release, config, workload), *placement, *draft.notes]
 
 
 def torchtune_launch(workload: Workload, settings: Mapping[str, Any], plan: Plan) -> Launch | str:
@@ -545,7 +562,7 @@ def workload_from_torchtune(argv: Sequence[str], workload: Workload) -> tuple[Wo
         }
     )
     tensor = int(values.get("tensor_parallel_dim", "1"))
-    data = command.nproc_per_node // tensor
+    data = command.processes // tensor
     zero = 0 if data == 1 else (3 if _flag(values["fsdp_reshard_after_forward"]) else 2)
     update = {"training": trained, "precision": precision, "runtime": runtime}
     return workload.model_copy(update=update), Plan(tensor, 1, data, zero)

@@ -26,9 +26,9 @@ from budgets.engine.frameworks import fused_loss
 from budgets.engine.profiles.transformers import DEFAULT_TRANSFORMERS_VERSION
 from budgets.engine.schema import LoraSpec, PrecisionSpec, TrainingSpec
 
-from ..launch import FIXTURES, Launch, LaunchError
+from ..launch import FIXTURES, HEAD_NODE, Launch, LaunchError
 from ..plans import Plan
-from .common import ALLOCATOR, EXPANDABLE, FOUR_BIT, LESS, _checked, _flag, split_env
+from .common import ALLOCATOR, EXPANDABLE, FOUR_BIT, LESS, RENDEZVOUS_PORT, _checked, _flag, nodes_for, split_env
 
 #: The releases a transformers workload's launch is checked against. ``budgets.engine.frameworks`` profiles
 #: transformers' layers with the layer profile's release (``budgets/engine/profiles/transformers.py``, 5.24.0) and has
@@ -532,11 +532,33 @@ def transformers_command(
     if draft.refusal is not None:
         return draft.refusal
     draft.config["mixed_precision"] = precision.mixed
+    placement = _hf_nodes(draft, plan, settings)
+    if isinstance(placement, str):
+        return placement
     env = ((ALLOCATOR, EXPANDABLE),) if workload.runtime.expandable_segments else ()
     launcher = (("--config_file", ACCELERATE_CONFIG), ("--num_processes", str(plan.devices)))
     command = HfCommand(stack.module, tuple(draft.args), launcher, env)
-    notes = [*_hf_notes(stack, kind, plan.zero_stage), *precision.notes, *draft.notes]
+    notes = [*_hf_notes(stack, kind, plan.zero_stage), *placement, *precision.notes, *draft.notes]
     return command, draft.config, notes
+
+
+def _hf_nodes(draft: _HfDraft, plan: Plan, settings: Mapping[str, Any]) -> list[str] | str:
+    """A plan over several nodes: accelerate's ``num_machines``, ``machine_rank`` 0 and the first node's address in
+    the config (``--num_processes`` counts every node's: accelerate 1.15.0's utils/launch.py:216-222 and, for
+    DeepSpeed's standard launcher, :488-490 divide it by ``num_machines`` for torchrun's ``--nproc_per_node``, the
+    first node's address and port its master's), and the note that says what each node runs."""
+    placed = nodes_for(plan.devices, settings)
+    if isinstance(placed, str):
+        return placed
+    nodes, per = placed
+    if nodes == 1:
+        return []
+    draft.config |= {"num_machines": nodes, "machine_rank": 0, "main_process_ip": HEAD_NODE,
+                     "main_process_port": RENDEZVOUS_PORT}  # fmt: skip
+    return [
+        f"{nodes} nodes of {per} processes: run this command on each node with --machine_rank k added (k = 0"
+        f" on the first, whose address {HEAD_NODE} is; its main process listens on port {RENDEZVOUS_PORT})"
+    ]
 
 
 def transformers_launch(workload: Workload, settings: Mapping[str, Any], plan: Plan) -> Launch | str:

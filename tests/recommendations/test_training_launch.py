@@ -44,6 +44,7 @@ from recommendations.training_launch import (
     workload_from_torchtune,
     workload_from_transformers,
 )
+from recommendations.training_launch.common import torchrun_flags
 from recommendations.training_launch.transformers import PEFT_FP32_ADAPTERS
 from recommendations.verdicts import Verdict
 
@@ -636,7 +637,7 @@ def test_a_context_parallel_workload_keeps_its_degree_in_every_plan_and_launch()
     assert release.problems(launch.argv) == []
     args = _titan_args(launch)
     assert args["--parallelism.context_parallel_degree"] == "2"
-    assert TitanCommand.parse(launch.argv).nproc_per_node == entry.plan.devices
+    assert TitanCommand.parse(launch.argv).processes == entry.plan.devices
     _, plan = workload_from_torchtitan(launch.argv, workload)
     assert plan.context == 2 and plan.devices == entry.plan.devices
     one_device = [e for e in recommend(workload, list(VIEWS.values())) if e.configuration["device_count"] == 1]
@@ -1273,3 +1274,58 @@ def test_unsloth_on_a_larger_node_is_recommended_on_one_of_its_gpus_with_its_scr
     (entry,) = recommend(_on("unsloth", data), [VIEWS["h100-sxm-80gb-x8-r535"]])
     assert entry.verdict in RUNNABLE and entry.plan is not None and entry.plan.devices == 1
     assert entry.launch is not None and entry.launch.engine == "unsloth"
+
+
+TWO_NODES = "h100-sxm-80gb-2x8-r570"
+
+
+@pytest.mark.parametrize("framework", ["transformers", "torchtune", "torchtitan"])
+def test_a_plan_over_two_nodes_launches_a_node_at_a_time_and_reads_back_to_its_plan(framework: str) -> None:
+    """2 × 8 H100: the command starts a node's 8 processes on each node, with the first node's address for the
+    rendezvous (torchrun's --nnodes and c10d; accelerate's num_machines and main_process_ip), and read back it
+    runs the entry's plan on all 16."""
+    data = {"name": "8b-full", "task": "training", "model": {"preset": "llama-3.1-8b"},
+            "precision": {"weights": "bf16"}, "training": {"micro_batch_size": 1, "sequence_length": 2048}}  # fmt: skip
+    workload = _on(framework, data)
+    (entry,) = recommend(workload, [VIEWS[TWO_NODES]])
+    assert entry.verdict in RUNNABLE and entry.plan is not None and entry.plan.devices == 16
+    assert (entry.suggested_settings["nodes"], entry.suggested_settings["devices_per_node"]) == (2, 8)
+    launch = entry.launch
+    assert launch is not None, no_training_launch(workload, entry.suggested_settings, entry.plan)
+    assert any(note.startswith("2 nodes of 8 processes") and "HEAD_NODE_IP" in note for note in launch.notes)
+    if framework == "transformers":
+        config = _config(launch)
+        assert (config["num_machines"], config["num_processes"], config["machine_rank"]) == (2, 16, 0)
+        assert config["main_process_ip"] == "HEAD_NODE_IP" and _hf_problems(launch) == []
+        _, plan = workload_from_transformers(launch.argv, launch.files, workload)
+    elif framework == "torchtune":
+        command = TuneCommand.parse(launch.argv)
+        assert dict(command.torchrun) == {"--nnodes": "2", "--nproc_per_node": "8", "--rdzv_backend": "c10d",
+                                          "--rdzv_endpoint": "HEAD_NODE_IP:29500"}  # fmt: skip
+        assert torchtune_release(TORCHTUNE_RELEASE).problems(launch.argv) == []
+        _, plan = workload_from_torchtune(launch.argv, workload)
+    else:
+        command = TitanCommand.parse(launch.argv)
+        assert dict(command.torchrun)["--nnodes"] == "2" and command.processes == 16
+        assert torchtitan_release(TORCHTITAN_RELEASE).problems(launch.argv) == []
+        _, plan = workload_from_torchtitan(launch.argv, workload)
+    assert (plan.tensor, plan.pipeline, plan.devices) == (entry.plan.tensor, entry.plan.pipeline, 16)
+
+
+def test_lit_gpt_is_planned_on_one_node_of_a_larger_configuration() -> None:
+    """lit-gpt's Fabric has no num_nodes: on 2 × 8 its plan fills one node, and a 16-device plan says why not."""
+    data = {"name": "7b-lora", "task": "training", "model": {"preset": "llama-2-7b"}, "precision": {"weights": "bf16"},
+            "training": {"micro_batch_size": 2, "sequence_length": 1024, "method": "lora",
+                         "lora": {"rank": 8, "target_modules": ["q_proj", "v_proj"]}}}  # fmt: skip
+    workload = _on("litgpt", data)
+    (entry,) = recommend(workload, [VIEWS[TWO_NODES]])
+    assert entry.plan is not None and entry.plan.devices == 8 and entry.launch is not None
+    reason = no_training_launch(workload, {"nodes": 2, "devices_per_node": 8}, Plan(1, 1, 16, 3))
+    assert reason is not None and "without num_nodes" in reason
+
+
+def test_a_plan_that_would_fill_part_of_a_node_is_refused() -> None:
+    assert torchrun_flags(12, {"nodes": 2, "devices_per_node": 8}) == (
+        "12 processes over nodes of 8 devices: the launchers start as many on every node"
+    )
+    assert torchrun_flags(8, {"nodes": 2, "devices_per_node": 8}) == ((("--nproc_per_node", "8"),), [])
