@@ -1299,14 +1299,14 @@ def test_a_plan_over_two_nodes_launches_a_node_at_a_time_and_reads_back_to_its_p
         assert config["main_process_ip"] == "HEAD_NODE_IP" and _hf_problems(launch) == []
         _, plan = workload_from_transformers(launch.argv, launch.files, workload)
     elif framework == "torchtune":
-        command = TuneCommand.parse(launch.argv)
-        assert dict(command.torchrun) == {"--nnodes": "2", "--nproc_per_node": "8", "--rdzv_backend": "c10d",
+        tune = TuneCommand.parse(launch.argv)
+        assert dict(tune.torchrun) == {"--nnodes": "2", "--nproc_per_node": "8", "--rdzv_backend": "c10d",
                                           "--rdzv_endpoint": "HEAD_NODE_IP:29500"}  # fmt: skip
         assert torchtune_release(TORCHTUNE_RELEASE).problems(launch.argv) == []
         _, plan = workload_from_torchtune(launch.argv, workload)
     else:
-        command = TitanCommand.parse(launch.argv)
-        assert dict(command.torchrun)["--nnodes"] == "2" and command.processes == 16
+        titan = TitanCommand.parse(launch.argv)
+        assert dict(titan.torchrun)["--nnodes"] == "2" and titan.processes == 16
         assert torchtitan_release(TORCHTITAN_RELEASE).problems(launch.argv) == []
         _, plan = workload_from_torchtitan(launch.argv, workload)
     assert (plan.tensor, plan.pipeline, plan.devices) == (entry.plan.tensor, entry.plan.pipeline, 16)
