@@ -483,9 +483,10 @@ def _search_plans(
         pb = evaluator.evaluate(plan, usable, view.accelerator_name, view.compute_capability)
         return assess_plan(workload, view, pb, usable, corrections)
 
-    # the candidates read only the devices, the NVLink domain and the nodes (and the workload)
+    # the candidates read only the devices and the NVLink domain (and the workload); a launch, the nodes too
+    nodes = view.node_count if plan_bound(workload) else 0
     plans, left_out = evaluator.memo(
-        ("plans", view.device_count, view.nvlink_domain_size, view.node_count), lambda: launchable_plans(workload, view)
+        ("plans", view.device_count, view.nvlink_domain_size, nodes), lambda: launchable_plans(workload, view)
     )
     if not plans:  # a context-parallel workload on fewer devices than its degree: no plan places it
         if not closest:
@@ -539,6 +540,13 @@ def _left_out_action(workload: Workload) -> str:
     return engine(workload.inference.engine).plan_bound_launch or ""
 
 
+def plan_bound(workload: Workload) -> bool:
+    """Whether the workload's command depends on its plan: a training framework's, or a serving engine's with
+    ``plan_bound_launch`` (vLLM's and SGLang's launch every plan)."""
+    inference = workload.inference if workload.task == "inference" else None
+    return workload.task == "training" or (inference is not None and bool(engine(inference.engine).plan_bound_launch))
+
+
 def launchable_plans(workload: Workload, view: ConfigurationView) -> tuple[list[Plan], tuple[Reason, ...]]:
     """The candidate plans the workload's training framework, or its serving engine where the command depends on the
     plan (``ServingEngine.plan_bound_launch``), can launch, and a reason naming the others: a recommendation is a run
@@ -548,9 +556,7 @@ def launchable_plans(workload: Workload, view: ConfigurationView) -> tuple[list[
     without a checkpoint): the plans refused for that alone are kept, and their entries say why they have no
     command."""
     plans = candidate_plans(workload, view)
-    inference = workload.inference if workload.task == "inference" else None
-    bound = workload.task == "training" or (inference is not None and engine(inference.engine).plan_bound_launch)
-    if not bound or not plans:
+    if not plan_bound(workload) or not plans:
         return plans, ()
     refusals = {plan: _launch_refusal(workload, plan, view) for plan in plans}
     kept = [plan for plan in plans if refusals[plan] is None]
