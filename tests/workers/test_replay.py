@@ -15,7 +15,7 @@ import pytest
 
 from workers.runner import replay
 from workers.runner.execute import RunOptions, run_measured
-from workers.runner.synthetic import SpecError
+from workers.runner.synthetic import EXIT_SPEC_ERROR, SpecError
 
 TABLES, FRAME, SCRATCH, CONCURRENCY = 6_000_000, 1_500_000, 700_000, 3
 DECLARED = TABLES + CONCURRENCY * FRAME + SCRATCH
@@ -92,5 +92,5 @@ def test_vramplan_measure_runs_the_replay_in_a_child_and_reads_its_peak(tmp_path
 def test_a_spec_file_that_is_not_json_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "spec.json"
     path.write_text("{not json")
-    assert replay.main([str(path)]) == replay.EXIT_SPEC_ERROR
+    assert replay.main([str(path)]) == EXIT_SPEC_ERROR
     assert "cannot read the spec" in capsys.readouterr().err

@@ -24,28 +24,27 @@ torch is imported inside ``execute`` only.
 from __future__ import annotations
 
 import gc
-import json
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
-from budgets.engine import Workload, validation_errors
+from budgets.engine import Workload
 
 from .report import checkpoint
 from .synthetic import (
     EXIT_OK,
     EXIT_OOM,
-    EXIT_SPEC_ERROR,
     MEASURED_END_SETTLE_S,
     Progress,
     SpecError,
+    WorkloadSpec,
     _is_oom,
     default_tracker,
-    emit,
     json_safe,
+    read_spec,
+    spec_main,
     versions,
 )
 
@@ -54,12 +53,9 @@ PHASE = "allocate"
 MAX_ALLOCATIONS = 10_000
 
 
-class ReplaySpec(BaseModel):
+class ReplaySpec(WorkloadSpec):
     """The spec file's content."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    workload: dict[str, Any]
     device: Literal["cpu", "cuda"] | None = Field(None, description="default: the workload's runtime.device")
     hold_seconds: float = Field(1.0, ge=0.0, le=3600.0, description="how long every component is held at once")
 
@@ -88,21 +84,7 @@ class ReplayPlan:
 
 def load_plan(raw: Any) -> ReplayPlan:
     """Validate the spec and its custom workload; the allocations the replay makes, in order."""
-    try:
-        spec = ReplaySpec.model_validate(raw)
-    except ValidationError as exc:
-        keys = ", ".join(ReplaySpec.model_fields)
-        messages = [
-            m.replace("unknown field (not part of the workload schema)", f"unknown key (a spec has: {keys})")
-            for msgs in validation_errors(exc).values()
-            for m in msgs
-        ]
-        raise SpecError("invalid spec: " + "; ".join(messages)) from None
-    try:
-        workload = Workload.model_validate(spec.workload)
-    except ValidationError as exc:
-        messages = [f"workload.{m}" for msgs in validation_errors(exc).values() for m in msgs]
-        raise SpecError("invalid workload: " + "; ".join(messages)) from None
+    spec, workload = read_spec(raw, ReplaySpec)
     if workload.task != "custom" or workload.custom is None:
         raise SpecError(
             f"task {workload.task!r}: the replay runs a custom workload's components; a model's workload runs as"
@@ -219,24 +201,7 @@ def execute(plan: ReplayPlan, tracker_factory: Any = None) -> tuple[dict[str, An
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m workers.runner.replay SPEC_JSON_PATH", file=sys.stderr)
-        return EXIT_SPEC_ERROR
-    try:
-        with open(argv[0], encoding="utf-8") as fh:
-            raw = json.load(fh)
-    except (OSError, ValueError) as exc:
-        print(f"error: cannot read the spec {argv[0]!r}: {exc}", file=sys.stderr)
-        return EXIT_SPEC_ERROR
-    try:
-        plan = load_plan(raw)
-        result, status = execute(plan)
-    except SpecError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_SPEC_ERROR
-    emit(result)
-    return status
+    return spec_main(argv, "workers.runner.replay", load_plan, execute)
 
 
 if __name__ == "__main__":

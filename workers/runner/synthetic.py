@@ -47,9 +47,10 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -85,12 +86,17 @@ class SpecError(ValueError):
     """The spec or the workload cannot be run by the synthetic workload; the message names the field."""
 
 
-class SyntheticSpec(BaseModel):
-    """The spec file's content."""
+class WorkloadSpec(BaseModel):
+    """A runner's spec file: a workload description and the runner's own keys (none others)."""
 
     model_config = ConfigDict(extra="forbid")
 
     workload: dict[str, Any]
+
+
+class SyntheticSpec(WorkloadSpec):
+    """The spec file's content."""
+
     device: Literal["cpu", "cuda"] | None = Field(None, description="default: the workload's runtime.device")
     warmup_steps: int = Field(1, ge=0, le=1000, description="full passes (training steps) before measuring")
     measure_steps: int = Field(2, ge=1, le=1000, description="measured passes (training steps)")
@@ -138,12 +144,16 @@ def _unsupported(path: str, value: Any, supported: tuple[str, ...] | str) -> Spe
     return SpecError(f"{path} {value!r} is not supported by the synthetic workload (supported: {allowed})")
 
 
-def load_plan(raw: Any) -> Plan:
-    """Validate the spec and the workload, and check the synthetic builder can run it."""
+SpecModel = TypeVar("SpecModel", bound=WorkloadSpec)
+
+
+def read_spec(raw: Any, model: type[SpecModel]) -> tuple[SpecModel, Workload]:
+    """A spec file's content validated as ``model``, and its ``workload`` as a v1 workload; :class:`SpecError`
+    naming every wrong key or field."""
     try:
-        s = SyntheticSpec.model_validate(raw)
+        spec = model.model_validate(raw)
     except ValidationError as exc:
-        keys = ", ".join(SyntheticSpec.model_fields)
+        keys = ", ".join(model.model_fields)
         messages = [
             m.replace("unknown field (not part of the workload schema)", f"unknown key (a spec has: {keys})")
             for msgs in validation_errors(exc).values()
@@ -151,10 +161,16 @@ def load_plan(raw: Any) -> Plan:
         ]
         raise SpecError("invalid spec: " + "; ".join(messages)) from None
     try:
-        w = Workload.model_validate(s.workload)
+        workload = Workload.model_validate(spec.workload)
     except ValidationError as exc:
         messages = [f"workload.{m}" for msgs in validation_errors(exc).values() for m in msgs]
         raise SpecError("invalid workload: " + "; ".join(messages)) from None
+    return spec, workload
+
+
+def load_plan(raw: Any) -> Plan:
+    """Validate the spec and the workload, and check the synthetic builder can run it."""
+    s, w = read_spec(raw, SyntheticSpec)
     if w.task not in SUPPORTED_TASKS:
         raise SpecError(
             f"task {w.task!r}: the synthetic workload needs a transformer model (task 'inference' or 'training'); "
@@ -1294,10 +1310,14 @@ def emit(result: dict[str, Any]) -> None:
         sys.stdout.flush()
 
 
-def main(argv: list[str] | None = None) -> int:
+def spec_main(
+    argv: list[str] | None, module: str, load: Callable[[Any], Any], run: Callable[[Any], tuple[dict[str, Any], int]]
+) -> int:
+    """A runner's command line, ``python -m MODULE SPEC_JSON_PATH``: the spec read, ``load``ed and ``run``, its result
+    emitted; a spec that cannot be read or run exits 2 with one ``error:`` line."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m workers.runner.synthetic SPEC_JSON_PATH", file=sys.stderr)
+        print(f"usage: python -m {module} SPEC_JSON_PATH", file=sys.stderr)
         return EXIT_SPEC_ERROR
     try:
         with open(argv[0], encoding="utf-8") as fh:
@@ -1306,13 +1326,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot read the spec {argv[0]!r}: {exc}", file=sys.stderr)
         return EXIT_SPEC_ERROR
     try:
-        plan = load_plan(raw)
-        result, status = execute(plan)
+        result, status = run(load(raw))
     except SpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_SPEC_ERROR
     emit(result)
     return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    return spec_main(argv, "workers.runner.synthetic", load_plan, execute)
 
 
 if __name__ == "__main__":
