@@ -373,7 +373,6 @@ def no_launch_reason(workload: Workload, entry: Entry) -> str | None:
     """Why a ``fits`` or ``tight`` entry has no launch command; None when it has one or does not run."""
     if entry.launch is not None or entry.verdict not in (Verdict.FITS, Verdict.TIGHT):
         return None
-    found = None
     if workload.task == "custom":
         from .launch_generic import no_custom_launch  # it builds on launch's Launch, as launch_for's import
 

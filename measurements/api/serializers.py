@@ -88,7 +88,8 @@ class AcceptanceJobStartSerializer(serializers.Serializer):
         queryset=RegisteredProgram.objects.all(),
         required=False,
         allow_null=True,
-        help_text="A registered program's slug; omit for the built-in synthetic workload.",
+        help_text="A registered program's slug; omit for the built-in run: the synthetic workload, or for a custom"
+        " workload the replay of its declared components.",
     )
     expandable_segments = serializers.BooleanField(
         default=False, help_text="Run again with PYTORCH_ALLOC_CONF=expandable_segments:True (fragmentation)."
