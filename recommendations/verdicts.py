@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from budgets.engine import Workload
 from budgets.engine.components.kv_cache import kv_bytes_per_token
 from budgets.engine.engines import engine
+from budgets.engine.frameworks import framework_profile
 from catalog import compat
 from measurements.calibration import CorrectedFigure, Correction, apply_correction
 
@@ -533,7 +534,7 @@ def _launch_refusal(workload: Workload, plan: Plan, view: ConfigurationView) -> 
 
 def _left_out_action(workload: Workload) -> str:
     if workload.training is not None and workload.task == "training":
-        if workload.training.framework == "torchtitan":
+        if framework_profile(workload.training.framework).context_parallel:  # runs every split the plans search
             return ""
         return "choose a framework that launches them (torchtitan runs tensor, pipeline and context parallelism)"
     assert workload.inference is not None

@@ -248,7 +248,7 @@ def with_launch(values: Mapping[str, str], launch: Mapping[str, str | None]) -> 
 
 def synthetic_argv(spec_path: str) -> list[str]:
     """The built-in synthetic acceptance workload, run by this interpreter."""
-    return [sys.executable, "-m", "workers.runner.synthetic", spec_path]
+    return builtin_argv({}, spec_path)[0]
 
 
 def builtin_argv(workload: dict[str, Any], spec_path: str) -> tuple[list[str], str]:
