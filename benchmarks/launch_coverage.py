@@ -6,8 +6,8 @@ For every workload in ``fixtures/workloads/`` the catalog (``fixtures/catalog``,
 ``benchmarks.recommend_speed`` builds) is ranked with ``recommendations.recommend()``, and each ``fits`` or ``tight``
 entry is counted as launched (its ``launch`` passed the engine's or framework's pinned check when it was built) or
 not, with the reason ``manage.py recommend --launch`` prints. Issue 17's "every fits recommendation carries a launch":
-``--check`` exits 1 when an entry without one has a reason other than the workload naming no checkpoint, the one
-refusal no plan can lift.
+``--check`` exits 1 when an entry without one has a reason other than the workload naming no checkpoint that
+vramplan can build from its numbers either (``recommendations.scratch``), the one refusal no plan can lift.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from recommendations.verdicts import Verdict  # noqa: E402
 
 EXAMPLES = REPO / "fixtures" / "workloads"
 RUNNABLE = (Verdict.FITS, Verdict.TIGHT)
-#: The refusals no plan can lift: the workload names no checkpoint to load (an architecture).
+#: The refusals no plan can lift: the workload names no checkpoint to load, and its numbers build none.
 NO_CHECKPOINT = "names no checkpoint"
 
 

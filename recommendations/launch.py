@@ -37,7 +37,7 @@ import argparse
 import json
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from budgets.engine.dtypes import framework_dtype
 from budgets.engine.schema import FLOAT_PRECISIONS, PrecisionSpec
 
 from .plans import Plan
+from .scratch import SCRATCH_DIR, Scratch, scratch_model
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "engines"
 #: The vLLM release whose flags commands are checked against: the engine's default profile's release.
@@ -165,15 +166,32 @@ class Launch:
         return shlex.join(self.argv)
 
 
-def _served(workload: Workload, engine: str, settings: Mapping[str, Any], *needed: str) -> str | None:
-    """The checkpoint an ``engine`` server of ``workload`` loads, when ``settings`` are that plan's: None for another
-    engine or task, settings without one of ``needed``, or a workload that names no checkpoint (an architecture)."""
+def _served(workload: Workload, engine: str, settings: Mapping[str, Any], *needed: str) -> str | Scratch | None:
+    """The checkpoint an ``engine`` server of ``workload`` loads, when ``settings`` are that plan's, or for a workload
+    that names none (an architecture) the model built from its numbers (``recommendations.scratch``): None for
+    another engine or task, settings without one of ``needed``, or a model that cannot be built."""
     inference = workload.inference
     if workload.task != "inference" or inference is None or inference.engine != engine:
         return None
     if any(settings.get(name) is None for name in needed):
         return None
-    return workload.model.hf_repo() if workload.model is not None else None
+    repo = workload.model.hf_repo() if workload.model is not None else None
+    if repo is not None:
+        return repo
+    scratch = scratch_model(workload, settings["max_model_len"])
+    return scratch if isinstance(scratch, Scratch) else None
+
+
+def _scratch_flags(scratch: Scratch | None, load_format: str, tokenizer: str) -> list[tuple[str, object]]:
+    """A server of a model built from the workload's numbers loads random weights of its config.json (both engines'
+    ``dummy`` load format) and a tokenizer from elsewhere, since the directory holds none."""
+    if scratch is None:
+        return []
+    return [(load_format, "dummy"), (tokenizer, scratch.tokenizer)]
+
+
+def _with_scratch(launch: Launch, scratch: Scratch | None) -> Launch:
+    return launch if scratch is None else replace(launch, files=(*launch.files, scratch.config_file))
 
 
 def _dtype_flags(
@@ -283,6 +301,7 @@ def vllm_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | Non
     model = _served(workload, "vllm", settings, "tensor_parallel_size", "max_model_len")
     if model is None:
         return None
+    scratch = model if isinstance(model, Scratch) else None
     inference, precision = workload.inference, workload.precision
     assert inference is not None
     version = workload.runtime.engine_version or vllm_rules.DEFAULT_VLLM_VERSION
@@ -307,8 +326,10 @@ def vllm_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | Non
         ("--gpu-memory-utilization", utilization),
         ("--dtype", framework_dtype(precision.compute)),
         ("--block-size", inference.block_tokens),
+        *_scratch_flags(scratch, "--load-format", "--tokenizer"),
     ]
     dtype_pairs, notes = _dtype_flags(precision, VLLM_KV_DTYPES, "vLLM", explicit_kv=False)
+    notes += scratch.notes if scratch is not None else ()
     flags = engine_flags("vllm", VLLM_FLAGS_RELEASE)
     notes += _replicas_note("--data-parallel-size", data) if expert == 1 else []
     if expert > 1:
@@ -321,7 +342,9 @@ def vllm_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | Non
     elif multi:
         notes.append(f"start a Ray cluster over the {place.nodes_per_server} nodes first (ray start --head on the"
                      " first, ray start --address on the others), then run this on the first")  # fmt: skip
-    return _checked(flags, "vLLM", version, [*flags.command, model], pairs + dtype_pairs, notes, place.servers)
+    served = SCRATCH_DIR if scratch is not None else str(model)
+    launch = _checked(flags, "vLLM", version, [*flags.command, served], pairs + dtype_pairs, notes, place.servers)
+    return _with_scratch(launch, scratch)
 
 
 def sglang_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | None:
@@ -331,6 +354,7 @@ def sglang_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | N
     model = _served(workload, "sglang", settings, "tensor_parallel_size", "max_model_len", "cuda_graph_max_bs")
     if model is None:
         return None
+    scratch = model if isinstance(model, Scratch) else None
     flags = engine_flags("sglang", SGLANG_FLAGS_RELEASE)
     assert flags.model_flag is not None
     pipeline = settings["pipeline_parallel_size"]
@@ -356,8 +380,10 @@ def sglang_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | N
         ("--cuda-graph-max-bs", settings["cuda_graph_max_bs"]),
         ("--page-size", settings["kv_block_tokens"]),
         ("--dtype", framework_dtype(workload.precision.compute)),
+        *_scratch_flags(scratch, "--load-format", "--tokenizer-path"),
     ]
     dtype_pairs, notes = _dtype_flags(workload.precision, SGLANG_KV_DTYPES, "SGLang", explicit_kv=True)
+    notes += scratch.notes if scratch is not None else ()
     if expert > 1:
         notes.append(f"--enable-dp-attention --ep-size {expert}: the experts split over {expert} devices, each of the"
                      f" {dp} data-parallel ranks running the attention for its own sessions")  # fmt: skip
@@ -372,8 +398,8 @@ def sglang_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | N
                      " SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 is set (sglang/srt/configs/model_config.py:383-404;"
                      " a RoPE scaling factor can raise its limit)")  # fmt: skip
     version = workload.runtime.engine_version or SGLANG_FLAGS_RELEASE
-    argv = [*flags.command, flags.model_flag, model]
-    return _checked(flags, "SGLang", version, argv, pairs + dtype_pairs, notes, place.servers)
+    argv = [*flags.command, flags.model_flag, SCRATCH_DIR if scratch is not None else str(model)]
+    return _with_scratch(_checked(flags, "SGLang", version, argv, pairs + dtype_pairs, notes, place.servers), scratch)
 
 
 def _transformers(workload: Workload, settings: Mapping[str, Any], plan: Plan | None) -> Launch | None:
@@ -429,6 +455,10 @@ def no_serving_launch(workload: Workload, settings: Mapping[str, Any], plan: Pla
         return no_generic_launch(workload, settings, plan)
     if inference.engine not in SERVING_LAUNCHES:
         return f"the {inference.engine} engine names no server to launch: choose vllm, sglang, transformers or generic"
+    max_model_len = settings.get("max_model_len")
+    scratch = scratch_model(workload, max_model_len) if max_model_len is not None else None
+    if isinstance(scratch, str):
+        return f"the workload names no checkpoint to load, and vramplan cannot build one: {scratch}"
     return "the workload names no checkpoint to load (a preset's repository, or a config.json's _name_or_path)"
 
 

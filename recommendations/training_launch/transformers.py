@@ -28,6 +28,7 @@ from budgets.engine.schema import LoraSpec, PrecisionSpec, TrainingSpec
 
 from ..launch import FIXTURES, HEAD_NODE, Launch, LaunchError
 from ..plans import Plan
+from ..scratch import INIT_SCRIPT, INIT_SCRIPT_TEXT, SCRATCH_DATASET, SCRATCH_DIR, gap_note, scratch_model
 from .common import ALLOCATOR, EXPANDABLE, FOUR_BIT, LESS, RENDEZVOUS_PORT, _checked, _flag, nodes_for, split_env
 
 #: The releases a transformers workload's launch is checked against. ``budgets.engine.frameworks`` profiles
@@ -285,6 +286,7 @@ class _HfDraft:
     args: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    files: list[tuple[str, str]] = field(default_factory=list)  # beside the accelerate config
     refusal: str | None = None
 
     def set(self, name: str, *values: object) -> None:
@@ -437,12 +439,19 @@ def _hf_model(draft: _HfDraft, stack: HfStack, workload: Workload, repo: str, pr
         draft.set(name, value)
 
 
-def _hf_step(draft: _HfDraft, workload: Workload, settings: Mapping[str, Any], plan: Plan, mixed: str) -> None:
-    """The step's shape and memory: micro batch, sequence rows (TRL's wrapped packing: every row ``max_length``
-    tokens, sft_config.py:222-247), recomputation, compile, the optimizer, precision flags, the device."""
+def _hf_step(
+    draft: _HfDraft, workload: Workload, settings: Mapping[str, Any], plan: Plan, mixed: str, scratch: bool
+) -> None:
+    """The step's shape and memory: the dataset (a plain-text one for a model built from scratch, whose tokenizer
+    has no chat template), micro batch, sequence rows (TRL's wrapped packing: every row ``max_length`` tokens,
+    sft_config.py:222-247), recomputation, compile, the optimizer, precision flags, the device."""
     training, runtime = workload.training, workload.runtime
     assert training is not None
-    draft.set("dataset_name", HF_DATASET)
+    if scratch:
+        draft.set("dataset_name", SCRATCH_DATASET[0])
+        draft.set("dataset_config", SCRATCH_DATASET[1])
+    else:
+        draft.set("dataset_name", HF_DATASET)
     draft.set("per_device_train_batch_size", training.micro_batch_size)
     draft.set("max_length", training.sequence_length)
     draft.set("packing", True)
@@ -485,20 +494,39 @@ def _hf_optimizer(draft: _HfDraft, workload: Workload) -> None:
         draft.set("optim_args", optim_args)
 
 
-def _hf_notes(stack: HfStack, kind: str, zero_stage: int) -> list[str]:
+def _hf_notes(stack: HfStack, kind: str, zero_stage: int, scratch: bool) -> list[str]:
     pins = " ".join(f"{name}=={release}" for name, release in stack.releases.items())
+    dataset = f"{SCRATCH_DATASET[0]} ({SCRATCH_DATASET[1]}, plain text)" if scratch else f"TRL's example ({HF_DATASET})"
     notes = [f"pip install {pins}" + (" deepspeed" if kind == "DEEPSPEED" else ""),
              f"write the accelerate config (the launch's file) to {ACCELERATE_CONFIG}: TRL's"
              f" {hf_base_config(kind, zero_stage)}.yaml with the budget's settings",
-             f"the dataset is TRL's example ({HF_DATASET}), packed into rows of max_length tokens (wrapped), so every"
-             " step holds what the budget assumed; replace it with yours"]  # fmt: skip
+             f"the dataset is {dataset}, packed into rows of max_length tokens (wrapped), so every step holds what"
+             " the budget assumed; replace it with yours"]  # fmt: skip
     return notes
+
+
+def _hf_scratch(draft: _HfDraft, workload: Workload, dtype: str, plan: Plan) -> str | None:
+    """For a workload that names no checkpoint, the model built from its numbers (``recommendations.scratch``):
+    its config.json and ``init_model.py`` as files, the step that writes the random weights first, and the
+    directory to load; or why none can be built."""
+    assert workload.training is not None
+    found = scratch_model(workload, workload.training.sequence_length)
+    if isinstance(found, str):
+        draft.refuse(f"the workload names no checkpoint for trl sft to load, and vramplan cannot build one: {found}")
+        return None
+    draft.files += [found.config_file, (INIT_SCRIPT, INIT_SCRIPT_TEXT)]
+    draft.notes += [f"before the command, write the random weights and the tokenizer into {SCRATCH_DIR}/ (host memory"
+                    f" for the whole model): python {INIT_SCRIPT} {SCRATCH_DIR} {dtype} {found.tokenizer}"]  # fmt: skip
+    gap = gap_note(workload, found, plan)
+    draft.notes += [*found.notes, *([gap] if gap is not None else [])]
+    return SCRATCH_DIR
 
 
 def transformers_command(
     workload: Workload, settings: Mapping[str, Any], plan: Plan
-) -> tuple[HfCommand, dict[str, Any], list[str]] | str:
-    """``accelerate launch … -m trl.scripts.sft …``, its accelerate config and notes, or why there is none."""
+) -> tuple[HfCommand, dict[str, Any], list[str], tuple[tuple[str, str], ...]] | str:
+    """``accelerate launch … -m trl.scripts.sft …``, its accelerate config, notes and other files (a model built
+    from the workload's numbers: ``_hf_scratch``), or why there is none."""
     training = workload.training
     assert training is not None
     stack = hf_stack()
@@ -506,8 +534,6 @@ def transformers_command(
         return ("tensor or pipeline parallelism: this launch runs the HF Trainer's data parallelism (DDP, FSDP2,"
                 " DeepSpeed ZeRO) only")  # fmt: skip
     repo = workload.model.hf_repo() if workload.model is not None else None
-    if repo is None:
-        return "the workload names no checkpoint for trl sft to load (a given architecture)"
     if fused_loss(training.framework, training.fused_loss):
         return (
             "fused_loss: Liger's kernels (use_liger_kernel) replace more than the loss, and no Liger release is pinned"
@@ -525,9 +551,15 @@ def transformers_command(
                 " 37 % under PEFT's published FSDP-QLoRA peak (benchmarks/gpu_published hold-out"
                 " peft-fsdp-qlora-2x24gb-llama-2-70b-offload)")  # fmt: skip
     draft = _HfDraft()
+    scratch = repo is None
+    if repo is None:
+        repo = _hf_scratch(draft, workload, precision.dtype, plan)
+        if repo is None:
+            assert draft.refusal is not None
+            return draft.refusal
     kind = _hf_distribution(draft, stack, workload, plan, precision.deepspeed)
     _hf_model(draft, stack, workload, repo, precision)
-    _hf_step(draft, workload, settings, plan, precision.mixed)
+    _hf_step(draft, workload, settings, plan, precision.mixed, scratch)
     draft.set("output_dir", f"{repo.rsplit('/', 1)[-1]}-sft")
     if draft.refusal is not None:
         return draft.refusal
@@ -538,8 +570,8 @@ def transformers_command(
     env = ((ALLOCATOR, EXPANDABLE),) if workload.runtime.expandable_segments else ()
     launcher = (("--config_file", ACCELERATE_CONFIG), ("--num_processes", str(plan.devices)))
     command = HfCommand(stack.module, tuple(draft.args), launcher, env)
-    notes = [*_hf_notes(stack, kind, plan.zero_stage), *placement, *precision.notes, *draft.notes]
-    return command, draft.config, notes
+    notes = [*_hf_notes(stack, kind, plan.zero_stage, scratch), *placement, *precision.notes, *draft.notes]
+    return command, draft.config, notes, tuple(draft.files)
 
 
 def _hf_nodes(draft: _HfDraft, plan: Plan, settings: Mapping[str, Any]) -> list[str] | str:
@@ -566,9 +598,9 @@ def transformers_launch(workload: Workload, settings: Mapping[str, Any], plan: P
     found = transformers_command(workload, settings, plan)
     if isinstance(found, str):
         return found
-    command, config, notes = found
+    command, config, notes, scratch_files = found
     stack = hf_stack()
-    files = ((ACCELERATE_CONFIG, json.dumps(config, indent=2) + "\n"),)
+    files = ((ACCELERATE_CONFIG, json.dumps(config, indent=2) + "\n"), *scratch_files)
     return _checked("transformers", None, command.argv, notes, stack.problems(command.argv, config), stack.label, files)
 
 

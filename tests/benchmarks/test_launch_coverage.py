@@ -1,5 +1,6 @@
 """``benchmarks.launch_coverage``: every runnable entry of the example workloads carries a launch, but where the
-workload names no checkpoint; and the check fails when one could have a launch and has none."""
+workload names no checkpoint and none can be built from its numbers; and the check fails when one could have a
+launch and has none."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from budgets.engine import Workload, estimate
 from budgets.engine.frameworks import FRAMEWORKS, framework_profile
 from recommendations.plans import Plan, plan_workload
 from recommendations.recommend import recommend
+from recommendations.scratch import INIT_SCRIPT, SCRATCH_DIR
 from recommendations.training_launch import (
     ACCELERATE_CONFIG,
     HF_RELEASES,
@@ -710,7 +711,10 @@ def _hf_workload(preset: str = "llama-3.2-1b", precision: dict[str, Any] | None 
 
 
 def _config(launch) -> dict[str, Any]:
-    assert [path for path, _ in launch.files] == [ACCELERATE_CONFIG]
+    """The accelerate config, the launch's first file (a model built from the workload's numbers adds its
+    config.json and init_model.py: recommendations.scratch)."""
+    paths = [path for path, _ in launch.files]
+    assert paths in ([ACCELERATE_CONFIG], [ACCELERATE_CONFIG, f"{SCRATCH_DIR}/config.json", INIT_SCRIPT])
     return json.loads(launch.files[0][1])
 
 
@@ -772,19 +776,12 @@ def test_the_examples_transformers_runs_launch_and_those_it_cannot_say_why() -> 
     for stem in ("train-llama-3.2-1b-full-bf16-adamw", "train-qwen2.5-14b-qlora-int4", "cpu-qwen2.5-0.5b-train",
                  "train-llama-3.1-8b-lora"):  # fmt: skip
         assert launched[stem] > 0, stem
-    assert launched["train-zero3-dp64-7.5b"] == 0
-    assert (
-        "the workload names no checkpoint for trl sft to load (a given architecture)"
-        in reasons["train-zero3-dp64-7.5b"]
-    )
+    # the ZeRO paper's 7.5B names no checkpoint: every runnable plan trains the model built from its numbers
+    assert reasons["train-zero3-dp64-7.5b"] == {""}
     # LoRA on a bf16 base with an fp32 master copy: PEFT's fp32 adapters on one device or DDP, DeepSpeed under ZeRO-3
     assert reasons["train-llama-3.1-8b-lora"] <= {"", PEFT_ZERO12_REASON}
     # the recommender offers no plan the HF Trainer cannot run: the 3D example's entries are data-parallel and launch
     assert reasons["train-llama-3.1-70b-tp4-pp4"] == {""}
-    # an architecture without a checkpoint is the workload's refusal: its data-parallel plans kept, none launched
-    assert reasons["train-zero3-dp64-7.5b"] == {
-        "the workload names no checkpoint for trl sft to load (a given architecture)"
-    }
 
 
 @pytest.mark.parametrize("path", TRAINING_EXAMPLES, ids=lambda p: p.stem)
@@ -898,7 +895,14 @@ def test_what_the_hf_trainer_cannot_run_as_budgeted_is_refused_with_the_reason()
     assert "optimizer-only CPU offload of a pure-precision run" in _launch(optimizer_only, Plan(1, 1, 4, 1))[1]
     architecture = _hf({"task": "training", "model": {"architecture": {"num_layers": 2, "hidden_size": 256,
                         "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000}}})  # fmt: skip
-    assert "no checkpoint" in _launch(architecture, one)[1]
+    built = _launch(architecture, one)[0]  # no checkpoint: the model built from its numbers (recommendations.scratch)
+    assert built is not None and "--model_name_or_path model" in built.text
+    unbuilt = _hf({"task": "training", "model": {"architecture": {"num_layers": 2, "hidden_size": 256, "norm": "layer",
+                   "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000}}})  # fmt: skip
+    assert (
+        "no checkpoint for trl sft to load, and vramplan cannot build one: a gated MLP with layer norms"
+        in (_launch(unbuilt, one)[1])
+    )
 
 
 def test_a_renamed_trl_field_a_refused_value_or_a_wrong_accelerate_key_are_problems() -> None:

@@ -54,8 +54,10 @@ def launch_lines(workload: Workload, entries: Iterable[Entry]) -> str:
         lines.extend(f"#   {note}" for note in entry.launch.notes)
         lines.append(entry.launch.text)
         for path, content in entry.launch.files:  # as a shell here-document, to write before running the command
+            folder = path.rpartition("/")[0]
             lines += [
                 f"# {path}, which the command reads:",
+                *([f"mkdir -p {folder}"] if folder else []),
                 f"cat > {path} <<'EOF'",
                 *content.rstrip("\n").split("\n"),
                 "EOF",

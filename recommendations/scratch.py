@@ -1,0 +1,198 @@
+"""The model a launch runs when the workload names no checkpoint: the workload's own numbers as a config.json. Pure.
+
+A workload that gives its model as an ``architecture`` (or as a ``hf_config`` with no repository in
+``_name_or_path``) has nothing for ``from_pretrained`` or a server to download. Its launch builds the model instead:
+
+- ``model/config.json`` (``Launch.files``): for an ``architecture``, the Hugging Face model type whose layers are
+  exactly the architecture's (``scratch_config``: every parameter vramplan counts, no more, no fewer); for a
+  ``hf_config``, that config itself;
+- a server loads it with random weights (vLLM's and SGLang's ``--load-format dummy``), and a training run starts
+  from the random weights ``init_model.py`` writes into ``model/`` (``AutoModelForCausalLM.from_config``, then
+  ``save_pretrained``), with a tokenizer whose ids all fall inside the vocabulary (``SCRATCH_TOKENIZERS``), since no
+  tokenizer comes with an architecture.
+
+Which model type builds which architecture (``budgets.engine.schema.Architecture``; the engine counts q/k/v/o biases
+with ``attention_bias`` and, for a standard MLP, its two biases too, ``budgets/engine/models/spec.py``
+``from_architecture``):
+
+- a gated MLP with RMSNorm, dense: ``llama`` (``attention_bias`` on q/k/v/o, ``mlp_bias`` off, ``head_dim``, GQA);
+- a gated MLP with RMSNorm, routed experts on every layer, no biases: ``mixtral`` (``num_local_experts``,
+  ``num_experts_per_tok``; the expert width as ``intermediate_size``);
+- a standard MLP with LayerNorm, biases everywhere, one KV head per query head: ``gpt_neox`` with sequential residuals
+  (``use_parallel_residual`` off) and rotary embedding over the whole head (``rotary_pct`` 1.0), the ZeRO and
+  Megatron papers' GPT layout;
+- anything else has no model type that builds it exactly, and no launch (``scratch_config`` says why).
+
+The mapping is checked twice (``tests/recommendations/test_scratch.py``): the engine's own reading of each written
+config.json (``budgets.engine.models.hf_config``) budgets the same bytes as the architecture, and, where the bench
+extra installs transformers, the model transformers builds from it has the parameters vramplan counts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from budgets.engine import Workload, estimate, parameter_count
+
+from .plans import Plan, plan_workload
+
+#: The directory the launch's files create and the command loads.
+SCRATCH_DIR = "model"
+#: The script that writes random weights and the tokenizer into ``SCRATCH_DIR`` (training launches).
+INIT_SCRIPT = "init_model.py"
+#: Tokenizers with no gated download, by the number of ids they produce (``len(tokenizer)``): the largest one that the
+#: vocabulary holds is the launch's. GPT-2's BPE: 50,257 ids (openai-community/gpt2 tokenizer.json, the vocabulary
+#: the ZeRO and Megatron papers pad to 50,304); ByT5's bytes: 256 + 3 special + 125 extra ids = 384
+#: (transformers tokenization_byt5.py; ``len(ByT5Tokenizer())`` is 384 in transformers 5.24.0).
+SCRATCH_TOKENIZERS: tuple[tuple[int, str], ...] = ((50_257, "openai-community/gpt2"), (384, "google/byt5-small"))
+#: A plain-text dataset for a model built from scratch (TRL's chat example needs the chat template no scratch
+#: tokenizer has): WikiText-103, its ``text`` field (TRL's ``dataset_text_field`` default).
+SCRATCH_DATASET = ("Salesforce/wikitext", "wikitext-103-raw-v1")
+
+#: ``init_model.py``: the random-weight checkpoint of ``SCRATCH_DIR/config.json`` and, where one is named, a tokenizer.
+INIT_SCRIPT_TEXT = '''"""Random weights for the model in DIRECTORY/config.json, written beside it (vramplan's launch
+for a workload that names no checkpoint).
+
+    python init_model.py DIRECTORY DTYPE [TOKENIZER]
+
+DTYPE is a torch dtype name (bfloat16, float16, float32); TOKENIZER a Hugging Face tokenizer to save beside the
+weights. Prints the number of parameters built. Needs host memory for the whole model in DTYPE.
+"""
+
+import sys
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+
+def main(directory: str, dtype: str, tokenizer: str | None = None) -> None:
+    config = AutoConfig.from_pretrained(directory)
+    model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
+    model.save_pretrained(directory)
+    if tokenizer is not None:
+        AutoTokenizer.from_pretrained(tokenizer).save_pretrained(directory)
+    print(sum(p.numel() for p in model.parameters()))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
+'''
+
+
+@dataclass(frozen=True, slots=True)
+class Scratch:
+    """A model built from the workload's numbers: its config.json, a tokenizer, and what to know."""
+
+    config: dict[str, Any]
+    tokenizer: str
+    parameters: int  # what the config builds (vramplan's count of it)
+    notes: tuple[str, ...]
+
+    @property
+    def config_file(self) -> tuple[str, str]:
+        return f"{SCRATCH_DIR}/config.json", json.dumps(self.config, indent=2) + "\n"
+
+
+def _width(num_heads: int, head_dim: int, hidden: int) -> dict[str, int]:
+    return {"head_dim": head_dim} if num_heads * head_dim != hidden else {}
+
+
+def architecture_config(workload: Workload, positions: int) -> dict[str, Any] | str:
+    """The config.json of the Hugging Face model type that builds the workload's ``architecture`` exactly, with room
+    for ``positions`` tokens; or why none does."""
+    assert workload.model is not None and workload.model.architecture is not None
+    a = workload.model.architecture
+    kv_heads = a.num_key_value_heads or a.num_attention_heads
+    head_dim = a.head_dim or a.hidden_size // a.num_attention_heads
+    common: dict[str, Any] = {
+        "hidden_size": a.hidden_size,
+        "num_hidden_layers": a.num_layers,
+        "num_attention_heads": a.num_attention_heads,
+        "vocab_size": a.vocab_size,
+        "tie_word_embeddings": a.tie_word_embeddings,
+        "max_position_embeddings": positions,
+    }
+    if a.mlp == "gated" and a.norm == "rms" and a.num_experts == 1:
+        return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **common,
+                "num_key_value_heads": kv_heads, "head_dim": head_dim, "intermediate_size": a.intermediate_size,
+                "hidden_act": "silu", "attention_bias": a.attention_bias, "mlp_bias": False}  # fmt: skip
+    if a.mlp == "gated" and a.norm == "rms" and not a.attention_bias:
+        return {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", **common,
+                "num_key_value_heads": kv_heads, "head_dim": head_dim,
+                "intermediate_size": a.moe_intermediate_size or a.intermediate_size, "hidden_act": "silu",
+                "num_local_experts": a.num_experts, "num_experts_per_tok": workload.spec.experts_per_token}  # fmt: skip
+    mha = kv_heads == a.num_attention_heads and not _width(a.num_attention_heads, head_dim, a.hidden_size)
+    if a.mlp == "standard" and a.norm == "layer" and a.num_experts == 1 and a.attention_bias and mha:
+        return {"architectures": ["GPTNeoXForCausalLM"], "model_type": "gpt_neox", **common,
+                "intermediate_size": a.intermediate_size, "hidden_act": "gelu", "rotary_pct": 1.0,
+                "use_parallel_residual": False, "attention_bias": True}  # fmt: skip
+    if a.mlp == "gated" and a.norm == "rms":
+        return "routed experts with attention biases: Mixtral, the model type with these experts, has no biases"
+    if a.mlp == "standard" and a.norm == "layer":
+        return (
+            "a standard MLP with LayerNorm builds as GPT-NeoX only with biases everywhere, one KV head per query head"
+            " and no expert routing"
+        )
+    return f"a {a.mlp} MLP with {a.norm} norms: no Hugging Face model type pairs them as the architecture does"
+
+
+def scratch_model(workload: Workload, positions: int) -> Scratch | str:
+    """The model a launch builds for a workload that names no checkpoint, room for ``positions`` tokens; or why it
+    cannot (``give the checkpoint …``)."""
+    model = workload.model
+    if model is None:
+        return "the workload names no model"
+    if model.architecture is not None:
+        config = architecture_config(workload, positions)
+        if isinstance(config, str):
+            return f"{config}; give the checkpoint's repository (a preset) or its config.json (model.hf_config)"
+    elif model.hf_config is not None:
+        if not model.hf_config.get("architectures"):
+            return "the config.json names no architectures: the model class is read from it"
+        config = {key: value for key, value in model.hf_config.items() if key != "_name_or_path"}
+    else:
+        return "the preset names no repository"
+    spec = workload.spec
+    tokenizer = next((name for size, name in SCRATCH_TOKENIZERS if size <= spec.vocab_size), None)
+    if tokenizer is None:
+        return f"vocab_size {spec.vocab_size}: no tokenizer vramplan knows fits in it (the smallest has 384 ids)"
+    built = parameter_count(spec).total
+    notes = [f"the workload names no checkpoint: {SCRATCH_DIR}/config.json (the launch's file) builds its"
+             f" {config['model_type']} model from its numbers, {built:,} parameters, with random weights;"
+             f" tokenizer {tokenizer}, whose ids all fall inside the {spec.vocab_size:,}-token vocabulary"]  # fmt: skip
+    declared = model.parameter_count
+    if declared is not None and declared != built:
+        more = "more" if built > declared else "fewer"
+        notes.append(f"the workload declares {declared:,} parameters and the budget holds those; the model built"
+                     f" from its numbers has {abs(built - declared) / declared:.1%} {more}")  # fmt: skip
+    return Scratch(config, tokenizer, built, tuple(notes))
+
+
+def built_budget_gap(workload: Workload, scratch: Scratch, plan: Plan) -> int:
+    """Bytes per device the budget of the model built (the engine's reading of its config.json, which names the
+    model type's own layers: GPT-NeoX's fused qkv output, Mixtral's fp32 router; and the parameters it builds where
+    the workload declares another count) holds above the workload's on ``plan``; negative where it holds less."""
+    return _gap(plan_workload(workload, plan).model_dump_json(), json.dumps(scratch.config, sort_keys=True))
+
+
+@lru_cache(maxsize=1024)
+def _gap(workload_json: str, config_json: str) -> int:
+    workload = Workload.model_validate_json(workload_json)
+    raw = json.loads(workload_json) | {"model": {"hf_config": json.loads(config_json)}}
+    return estimate(Workload.model_validate(raw)).per_device.total_bytes - estimate(workload).per_device.total_bytes
+
+
+def gap_note(workload: Workload, scratch: Scratch, plan: Plan) -> str | None:
+    """The note a launch that trains the built model carries where its budget on ``plan`` is another than the
+    workload's."""
+    gap = built_budget_gap(workload, scratch, plan)
+    if abs(gap) < 2**20:  # under a MiB: the same budget
+        return None
+    return (
+        f"the {scratch.config['model_type']} model transformers builds budgets {abs(gap) / 2**30:.2f} GiB per device"
+        f" {'more' if gap > 0 else 'less'} on this plan than the workload's own numbers: estimate the workload with"
+        f" {SCRATCH_DIR}/config.json as model.hf_config for the budget of the run this command starts"
+    )
