@@ -61,6 +61,8 @@ SGLANG_FLAGS_RELEASE = sglang_rules.SGLANG_VERSION
 #: The workload's KV cache dtypes as SGLang's ``--kv-cache-dtype`` spells them (``fp8_e4m3``: what vLLM's ``fp8``
 #: is); a KV cache of the compute dtype otherwise is SGLang's ``auto``.
 SGLANG_KV_DTYPES = {"bf16": "bfloat16", "fp8": "fp8_e4m3"}
+#: The weight precisions both servers quantize to as they load (``--quantization fp8``: ``_dtype_flags``).
+ON_THE_FLY = ("fp8",)
 #: ``--dtype`` back to the workload's compute precision.
 COMPUTE_OF_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
@@ -179,7 +181,9 @@ def _served(workload: Workload, engine: str, settings: Mapping[str, Any], *neede
     if repo is not None:
         return repo
     scratch = scratch_model(workload, settings["max_model_len"])
-    return scratch if isinstance(scratch, Scratch) else None
+    if isinstance(scratch, str) or scratch.unquantized(workload, ON_THE_FLY) is not None:
+        return None
+    return scratch
 
 
 def _scratch_flags(scratch: Scratch | None, load_format: str, tokenizer: str) -> list[tuple[str, object]]:
@@ -329,7 +333,7 @@ def vllm_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | Non
         *_scratch_flags(scratch, "--load-format", "--tokenizer"),
     ]
     dtype_pairs, notes = _dtype_flags(precision, VLLM_KV_DTYPES, "vLLM", explicit_kv=False)
-    notes += scratch.notes if scratch is not None else ()
+    notes += scratch.notes(tokenizer=True) if scratch is not None else []
     flags = engine_flags("vllm", VLLM_FLAGS_RELEASE)
     notes += _replicas_note("--data-parallel-size", data) if expert == 1 else []
     if expert > 1:
@@ -383,7 +387,7 @@ def sglang_launch(workload: Workload, settings: Mapping[str, Any]) -> Launch | N
         *_scratch_flags(scratch, "--load-format", "--tokenizer-path"),
     ]
     dtype_pairs, notes = _dtype_flags(workload.precision, SGLANG_KV_DTYPES, "SGLang", explicit_kv=True)
-    notes += scratch.notes if scratch is not None else ()
+    notes += scratch.notes(tokenizer=True) if scratch is not None else []
     if expert > 1:
         notes.append(f"--enable-dp-attention --ep-size {expert}: the experts split over {expert} devices, each of the"
                      f" {dp} data-parallel ranks running the attention for its own sessions")  # fmt: skip
@@ -457,6 +461,8 @@ def no_serving_launch(workload: Workload, settings: Mapping[str, Any], plan: Pla
         return f"the {inference.engine} engine names no server to launch: choose vllm, sglang, transformers or generic"
     max_model_len = settings.get("max_model_len")
     scratch = scratch_model(workload, max_model_len) if max_model_len is not None else None
+    if isinstance(scratch, Scratch):
+        scratch = scratch.unquantized(workload, ON_THE_FLY)
     if isinstance(scratch, str):
         return f"the workload names no checkpoint to load, and vramplan cannot build one: {scratch}"
     return "the workload names no checkpoint to load (a preset's repository, or a config.json's _name_or_path)"

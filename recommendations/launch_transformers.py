@@ -65,6 +65,7 @@ from budgets.engine.vllm import parse_version
 
 from .launch import FIXTURES, HEAD_NODE, Launch
 from .plans import Plan
+from .scratch import SCRATCH_DIR, scratch_model
 from .training_launch.common import ALLOCATOR, EXPANDABLE, _checked, call_problems, split_env, value_problems
 from .training_launch.transformers import HF_ATTENTION
 
@@ -172,8 +173,8 @@ def entry_plan(settings: Mapping[str, Any], plan: Plan | None) -> Plan | None:
     return Plan(tensor, pipeline, settings.get("replicas") or 1, expert=settings.get("expert_parallel_size") or 1)
 
 
-def _refusal(workload: Workload, plan: Plan, release: GenerateRelease) -> str | None:
-    """Why transformers cannot run ``plan`` of ``workload`` as budgeted; None when it can."""
+def _refusal(workload: Workload, plan: Plan, release: GenerateRelease, model_type: str) -> str | None:
+    """Why transformers cannot run ``plan`` of ``workload`` (a ``model_type`` model) as budgeted; None when it can."""
     inference, spec = workload.inference, workload.spec
     assert inference is not None
     layout = inference.kv_cache_layout or "dynamic"
@@ -188,15 +189,15 @@ def _refusal(workload: Workload, plan: Plan, release: GenerateRelease) -> str | 
     if plan.expert > 1:
         return f"expert parallel {plan.expert}: the transformers budget has no expert-parallel plan to launch"
     if plan.tensor > 1:
-        if spec.model_type not in release.tp_model_types:
-            return (f"tensor parallel {plan.tensor}: model_type {spec.model_type} has no base_model_tp_plan in"
+        if model_type not in release.tp_model_types:
+            return (f"tensor parallel {plan.tensor}: model_type {model_type} has no base_model_tp_plan in"
                     f" {release.label} (DistributedConfig(tp_plan='auto') needs one)")  # fmt: skip
         if spec.num_attention_heads % plan.tensor or spec.num_kv_heads % plan.tensor:
             return (f"tensor parallel {plan.tensor}: {release.label} splits the q/k/v projections column-wise"
                     f" ({spec.num_attention_heads} attention and {spec.num_kv_heads} KV heads do not divide by"
                     f" {plan.tensor}; it does not replicate KV heads)")  # fmt: skip
-    if plan.pipeline > 1 and spec.model_type not in release.pp_model_types:
-        return (f"pipeline parallel {plan.pipeline}: model_type {spec.model_type} has no base_model_pp_plan in"
+    if plan.pipeline > 1 and model_type not in release.pp_model_types:
+        return (f"pipeline parallel {plan.pipeline}: model_type {model_type} has no base_model_pp_plan in"
                 f" {release.label} (its pipeline splits base_model.layers between embed_tokens and norm)")  # fmt: skip
     return None
 
@@ -333,13 +334,20 @@ def _launch(workload: Workload, settings: Mapping[str, Any], plan: Plan | None) 
     if workload.task != "inference" or inference is None or inference.engine != "transformers":
         return "not a transformers generate workload"
     repo = workload.model.hf_repo() if workload.model is not None else None
-    if repo is None:
-        return "the workload names no checkpoint (an architecture): nothing for from_pretrained to load"
+    scratch = None
+    if repo is None:  # the model built from the workload's numbers, its random weights written first
+        found = scratch_model(workload, inference.max_input_tokens + inference.max_output_tokens)
+        refusal = found if isinstance(found, str) else found.unquantized(workload)
+        if refusal is not None:
+            return f"the workload names no checkpoint for from_pretrained, and vramplan cannot build one: {refusal}"
+        assert not isinstance(found, str)
+        scratch, repo = found, SCRATCH_DIR
     chosen = entry_plan(settings, plan)
     if chosen is None:
         return "the entry names no plan"
     release = generate_release(TRANSFORMERS_RELEASE)
-    refusal = _refusal(workload, chosen, release)
+    model_type = scratch.config["model_type"] if scratch is not None else workload.spec.model_type
+    refusal = _refusal(workload, chosen, release, model_type)
     if refusal is not None:
         return refusal
     sessions = math.ceil(inference.concurrent_sessions / chosen.replicas)
@@ -355,8 +363,11 @@ def _launch(workload: Workload, settings: Mapping[str, Any], plan: Plan | None) 
     else:
         command = ("python",)
     argv = (*prefix, *command, GENERATE_SCRIPT)
-    files = ((GENERATE_SCRIPT, _script(workload, repo, chosen, sessions)),)
+    files = ((GENERATE_SCRIPT, _script(workload, repo, chosen, sessions)), *(scratch.init_files if scratch else ()))
     notes = _notes(workload, chosen, sessions, release)
+    if scratch is not None:
+        dtype = framework_dtype(workload.precision.compute)
+        notes[1:1] = scratch.init_notes(workload, chosen, dtype, tokenizer=False)
     launch = _checked("transformers", release.release, argv, notes, release.problems(argv, files), None, files)
     return replace(launch, servers=chosen.replicas)
 

@@ -36,6 +36,7 @@ from functools import lru_cache
 from typing import Any
 
 from budgets.engine import Workload, estimate, parameter_count
+from budgets.engine.schema import FLOAT_PRECISIONS
 
 from .plans import Plan, plan_workload
 
@@ -88,16 +89,53 @@ class Scratch:
 
     config: dict[str, Any]
     tokenizer: str
+    vocab_size: int
     parameters: int  # what the config builds (vramplan's count of it)
-    notes: tuple[str, ...]
+    declared: int | None  # the workload's parameter_count, which its budget holds
 
     @property
     def config_file(self) -> tuple[str, str]:
         return f"{SCRATCH_DIR}/config.json", json.dumps(self.config, indent=2) + "\n"
 
+    @property
+    def init_files(self) -> tuple[tuple[str, str], ...]:
+        """What a run that loads the weights from ``SCRATCH_DIR`` writes first: the config and ``init_model.py``."""
+        return self.config_file, (INIT_SCRIPT, INIT_SCRIPT_TEXT)
 
-def _width(num_heads: int, head_dim: int, hidden: int) -> dict[str, int]:
-    return {"head_dim": head_dim} if num_heads * head_dim != hidden else {}
+    def unquantized(self, workload: Workload, quantizes: tuple[str, ...] = ()) -> str | None:
+        """Why a run that builds the weights in a float dtype is not the workload's quantized one (``quantizes``: the
+        weight precisions the run quantizes to as it loads): the config names no quantization method to build."""
+        weights = workload.precision.weights
+        if weights in FLOAT_PRECISIONS or weights in quantizes or "quantization_config" in self.config:
+            return None
+        return (
+            f"{weights} weights: the config.json built from the workload's numbers names no quantization method,"
+            " so its random weights would load in the compute dtype; give the quantized checkpoint's config.json"
+            " (model.hf_config, with its quantization_config)"
+        )
+
+    def notes(self, tokenizer: bool) -> list[str]:
+        """What the model is (``tokenizer``: and the tokenizer the command reads), and the parameters it builds where
+        the workload declares another count."""
+        notes = [f"the workload names no checkpoint: {SCRATCH_DIR}/config.json (the launch's file) builds its"
+                 f" {self.config['model_type']} model from its numbers, {self.parameters:,} parameters, with random"
+                 " weights" + (f"; tokenizer {self.tokenizer}, whose ids all fall inside the {self.vocab_size:,}-token"
+                               " vocabulary" if tokenizer else "")]  # fmt: skip
+        declared = self.declared
+        if declared is not None and declared != self.parameters:
+            more = "more" if self.parameters > declared else "fewer"
+            notes.append(f"the workload declares {declared:,} parameters and the budget holds those; the model built"
+                         f" from its numbers has {abs(self.parameters - declared) / declared:.1%} {more}")  # fmt: skip
+        return notes
+
+    def init_notes(self, workload: Workload, plan: Plan, dtype: str, tokenizer: bool) -> list[str]:
+        """The notes of a run that loads the random weights ``init_model.py`` writes (``dtype``: torch's name), and
+        where the built model's budget on ``plan`` is another than the workload's, by how much."""
+        saved, what = (f" {self.tokenizer}", " and the tokenizer") if tokenizer else ("", "")
+        init = (f"before the command, write the random weights{what} into {SCRATCH_DIR}/ (host memory for the whole"
+                f" model): python {INIT_SCRIPT} {SCRATCH_DIR} {dtype}{saved}")  # fmt: skip
+        gap = gap_note(workload, self, plan)
+        return [init, *self.notes(tokenizer), *([gap] if gap is not None else [])]
 
 
 def architecture_config(workload: Workload, positions: int) -> dict[str, Any] | str:
@@ -124,7 +162,7 @@ def architecture_config(workload: Workload, positions: int) -> dict[str, Any] | 
                 "num_key_value_heads": kv_heads, "head_dim": head_dim,
                 "intermediate_size": a.moe_intermediate_size or a.intermediate_size, "hidden_act": "silu",
                 "num_local_experts": a.num_experts, "num_experts_per_tok": workload.spec.experts_per_token}  # fmt: skip
-    mha = kv_heads == a.num_attention_heads and not _width(a.num_attention_heads, head_dim, a.hidden_size)
+    mha = kv_heads == a.num_attention_heads and a.num_attention_heads * head_dim == a.hidden_size
     if a.mlp == "standard" and a.norm == "layer" and a.num_experts == 1 and a.attention_bias and mha:
         return {"architectures": ["GPTNeoXForCausalLM"], "model_type": "gpt_neox", **common,
                 "intermediate_size": a.intermediate_size, "hidden_act": "gelu", "rotary_pct": 1.0,
@@ -159,16 +197,7 @@ def scratch_model(workload: Workload, positions: int) -> Scratch | str:
     tokenizer = next((name for size, name in SCRATCH_TOKENIZERS if size <= spec.vocab_size), None)
     if tokenizer is None:
         return f"vocab_size {spec.vocab_size}: no tokenizer vramplan knows fits in it (the smallest has 384 ids)"
-    built = parameter_count(spec).total
-    notes = [f"the workload names no checkpoint: {SCRATCH_DIR}/config.json (the launch's file) builds its"
-             f" {config['model_type']} model from its numbers, {built:,} parameters, with random weights;"
-             f" tokenizer {tokenizer}, whose ids all fall inside the {spec.vocab_size:,}-token vocabulary"]  # fmt: skip
-    declared = model.parameter_count
-    if declared is not None and declared != built:
-        more = "more" if built > declared else "fewer"
-        notes.append(f"the workload declares {declared:,} parameters and the budget holds those; the model built"
-                     f" from its numbers has {abs(built - declared) / declared:.1%} {more}")  # fmt: skip
-    return Scratch(config, tokenizer, built, tuple(notes))
+    return Scratch(config, tokenizer, spec.vocab_size, parameter_count(spec).total, model.parameter_count)
 
 
 def built_budget_gap(workload: Workload, scratch: Scratch, plan: Plan) -> int:
@@ -186,8 +215,8 @@ def _gap(workload_json: str, config_json: str) -> int:
 
 
 def gap_note(workload: Workload, scratch: Scratch, plan: Plan) -> str | None:
-    """The note a launch that trains the built model carries where its budget on ``plan`` is another than the
-    workload's."""
+    """The note a launch that runs the built model in transformers carries where its budget on ``plan`` is another
+    than the workload's."""
     gap = built_budget_gap(workload, scratch, plan)
     if abs(gap) < 2**20:  # under a MiB: the same budget
         return None

@@ -28,7 +28,7 @@ from budgets.engine.schema import LoraSpec, PrecisionSpec, TrainingSpec
 
 from ..launch import FIXTURES, HEAD_NODE, Launch, LaunchError
 from ..plans import Plan
-from ..scratch import INIT_SCRIPT, INIT_SCRIPT_TEXT, SCRATCH_DATASET, SCRATCH_DIR, gap_note, scratch_model
+from ..scratch import SCRATCH_DATASET, SCRATCH_DIR, scratch_model
 from .common import ALLOCATOR, EXPANDABLE, FOUR_BIT, LESS, RENDEZVOUS_PORT, _checked, _flag, nodes_for, split_env
 
 #: The releases a transformers workload's launch is checked against. ``budgets.engine.frameworks`` profiles
@@ -511,14 +511,14 @@ def _hf_scratch(draft: _HfDraft, workload: Workload, dtype: str, plan: Plan) -> 
     directory to load; or why none can be built."""
     assert workload.training is not None
     found = scratch_model(workload, workload.training.sequence_length)
-    if isinstance(found, str):
-        draft.refuse(f"the workload names no checkpoint for trl sft to load, and vramplan cannot build one: {found}")
+    # QLoRA's base is quantized as it loads (--load_in_4bit), from the random bf16 weights init_model.py writes
+    refusal = found if isinstance(found, str) else found.unquantized(workload, FOUR_BIT)
+    if refusal is not None:
+        draft.refuse(f"the workload names no checkpoint for trl sft to load, and vramplan cannot build one: {refusal}")
         return None
-    draft.files += [found.config_file, (INIT_SCRIPT, INIT_SCRIPT_TEXT)]
-    draft.notes += [f"before the command, write the random weights and the tokenizer into {SCRATCH_DIR}/ (host memory"
-                    f" for the whole model): python {INIT_SCRIPT} {SCRATCH_DIR} {dtype} {found.tokenizer}"]  # fmt: skip
-    gap = gap_note(workload, found, plan)
-    draft.notes += [*found.notes, *([gap] if gap is not None else [])]
+    assert not isinstance(found, str)
+    draft.files += found.init_files
+    draft.notes += found.init_notes(workload, plan, dtype, tokenizer=True)
     return SCRATCH_DIR
 
 

@@ -26,6 +26,7 @@ from recommendations.launch import (
     workload_from_sglang,
     workload_from_vllm,
 )
+from recommendations.launch_transformers import GENERATE_SCRIPT, TRANSFORMERS_RELEASE, transformers_launch
 from recommendations.plans import Plan
 from recommendations.scratch import (
     INIT_SCRIPT,
@@ -166,7 +167,7 @@ def test_the_zero_papers_7_5b_is_gpt_neox_with_sequential_residuals_and_its_decl
     assert isinstance(scratch, Scratch)
     assert scratch.config | {"use_parallel_residual": False, "rotary_pct": 1.0} == scratch.config
     assert scratch.parameters == 7_761_574_912 and scratch.tokenizer == "openai-community/gpt2"
-    assert any("7,500,000,000 parameters" in note and "3.5% more" in note for note in scratch.notes)
+    assert any("7,500,000,000 parameters" in note and "3.5% more" in note for note in scratch.notes(tokenizer=True))
 
 
 @pytest.mark.parametrize(
@@ -264,3 +265,51 @@ def test_transformers_builds_the_parameters_vramplan_counts(name: str, tmp_path:
     assert run.returncode == 0, run.stderr
     assert int(run.stdout.split()[-1]) == counted
     assert (directory / "model.safetensors").exists()
+
+
+def _write(files: tuple[tuple[str, str], ...], where: Path) -> None:
+    for path, content in files:
+        (where / path).parent.mkdir(parents=True, exist_ok=True)
+        (where / path).write_text(content)
+
+
+def test_an_architectures_generate_launch_runs_its_notes_init_then_its_script_on_cpu(tmp_path: Path) -> None:
+    """The transformers generate launch of an architecture on the CPU, as generated: the init command its note
+    names writes the random weights, then the script loads them from ``model/`` and generates the forced length."""
+    transformers = pytest.importorskip("transformers")  # the bench extra
+    if transformers.__version__ != TRANSFORMERS_RELEASE:
+        pytest.skip(f"transformers {transformers.__version__} installed, not {TRANSFORMERS_RELEASE}")
+    architecture = {**ARCHITECTURES["llama-gqa-bias"][1], "num_layers": 2, "hidden_size": 128, "vocab_size": 1000}
+    inference = {"engine": "transformers", "max_input_tokens": 8, "max_output_tokens": 4, "concurrent_sessions": 2}
+    workload = _workload(architecture, {"inference": inference, "runtime": {"device": "cpu"}})
+    launch = transformers_launch(workload, {}, Plan(1, 1, 1))
+    assert launch is not None and launch.argv == ("python", GENERATE_SCRIPT)
+    _write(launch.files, tmp_path)
+    (init,) = [note.split(": ", 1)[1] for note in launch.notes if note.startswith("before the command")]
+    assert init == f"python {INIT_SCRIPT} {SCRATCH_DIR} bfloat16"  # no tokenizer: the prompts are random ids
+    for argv in (init.split(), list(launch.argv)):
+        run = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-3000:]
+    assert re.search(r"rank 0: peak resident set [1-9]\d* B", run.stdout), run.stdout
+
+
+def test_quantized_weights_with_no_checkpoint_launch_only_where_the_run_quantizes_as_it_loads() -> None:
+    """An architecture's config.json names no quantization method: int4 weights have no server launch (the random
+    weights would load in bf16), FP8 has (``--quantization fp8``), and a QLoRA run quantizes its base as it loads."""
+    architecture = ARCHITECTURES["llama-gqa-bias"][1]
+    int4 = _workload(architecture, {**SERVING, "precision": {"weights": "int4", "compute": "bf16"}})
+    assert vllm_launch(int4, SETTINGS) is None
+    assert "int4 weights: the config.json built from the workload's numbers names no quantization method" in (
+        no_serving_launch(int4, SETTINGS, None) or ""
+    )
+    fp8 = vllm_launch(
+        _workload(architecture, {**SERVING, "precision": {"weights": "fp8", "compute": "bf16"}}), SETTINGS
+    )
+    assert fp8 is not None and "--quantization" in fp8.argv and "dummy" in fp8.argv
+    qlora = _workload(
+        architecture,
+        {**TRAINING, "precision": {"weights": "nf4", "compute": "bf16"}, "training": {**TRAINING["training"],
+         "method": "qlora"}},
+    )  # fmt: skip
+    launch = training_launch(qlora, {}, Plan(1, 1, 1))
+    assert launch is not None and "--load_in_4bit" in launch.argv and "model" in launch.argv
