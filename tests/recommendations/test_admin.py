@@ -109,6 +109,27 @@ def test_a_serving_workloads_runnable_rows_show_their_launch_with_a_copy_button(
     assert page.count('class="copy-launch"') == len(runnable)
 
 
+def test_a_launchs_files_show_beside_it_each_with_a_copy_button(admin_client, user, catalog) -> None:
+    """The ZeRO paper's 7.5B names no checkpoint: its launch reads the accelerate config, the config.json of the model
+    built from its numbers and init_model.py, and the page shows each, escaped, with its own copy button."""
+    from html import escape
+
+    from recommendations import services
+
+    data = json.loads((FIXTURES / "train-zero3-dp64-7.5b.json").read_text())
+    workload = workload_create(owner=user, data=data)
+    page = admin_client.get(f"/admin/budgets/workload/{workload.pk}/change/").content.decode()
+    entries = services.recommend_for(services.workload_validate(workload.description), top=services.DEFAULT_TOP)
+    launched = [e.launch for e in entries if e.launch is not None]
+    assert launched
+    for launch in launched:
+        assert [path for path, _ in launch.files] == ["accelerate_config.json", "model/config.json", "init_model.py"]
+        for path, content in launch.files:
+            assert f"<summary>{path}, which the command reads" in page
+            assert f'data-content="{escape(content)}"' in page and f"<pre>{escape(content)}</pre>" in page
+    assert page.count('class="copy-launch-file"') == sum(len(launch.files) for launch in launched)
+
+
 @pytest.mark.django_db
 def test_a_workload_whose_description_no_longer_validates_says_why(admin_client, user, catalog) -> None:
     workload, _ = measured_workload(user)
