@@ -181,7 +181,7 @@ def _served(workload: Workload, engine: str, settings: Mapping[str, Any], *neede
     if repo is not None:
         return repo
     scratch = scratch_model(workload, settings["max_model_len"])
-    if isinstance(scratch, str) or scratch.unquantized(workload, ON_THE_FLY) is not None:
+    if isinstance(scratch, str) or scratch.unquantized(workload, ON_THE_FLY, dummy=True) is not None:
         return None
     return scratch
 
@@ -462,7 +462,7 @@ def no_serving_launch(workload: Workload, settings: Mapping[str, Any], plan: Pla
     max_model_len = settings.get("max_model_len")
     scratch = scratch_model(workload, max_model_len) if max_model_len is not None else None
     if isinstance(scratch, Scratch):
-        scratch = scratch.unquantized(workload, ON_THE_FLY)
+        scratch = scratch.unquantized(workload, ON_THE_FLY, dummy=True)
     if isinstance(scratch, str):
         return f"the workload names no checkpoint to load, and vramplan cannot build one: {scratch}"
     return "the workload names no checkpoint to load (a preset's repository, or a config.json's _name_or_path)"

@@ -4,12 +4,17 @@ A workload that gives its model as an ``architecture`` (or as a ``hf_config`` wi
 ``_name_or_path``) has nothing for ``from_pretrained`` or a server to download. Its launch builds the model instead:
 
 - ``model/config.json`` (``Launch.files``): for an ``architecture``, the Hugging Face model type whose layers are
-  exactly the architecture's (``scratch_config``: every parameter vramplan counts, no more, no fewer); for a
+  exactly the architecture's (``architecture_config``: every parameter vramplan counts, no more, no fewer); for a
   ``hf_config``, that config itself;
-- a server loads it with random weights (vLLM's and SGLang's ``--load-format dummy``), and a training run starts
-  from the random weights ``init_model.py`` writes into ``model/`` (``AutoModelForCausalLM.from_config``, then
-  ``save_pretrained``), with a tokenizer whose ids all fall inside the vocabulary (``SCRATCH_TOKENIZERS``), since no
-  tokenizer comes with an architecture.
+- a server loads it with random weights (vLLM's and SGLang's ``--load-format dummy``) and a tokenizer whose ids all
+  fall inside the vocabulary (``SCRATCH_TOKENIZERS``), since none comes with an architecture; transformers' generate
+  and the HF Trainer load the random weights ``init_model.py`` writes into ``model/`` first
+  (``AutoModelForCausalLM.from_config``, then ``save_pretrained``; for training, that tokenizer beside them);
+- the config names no quantization method, so quantized weights launch only where the run quantizes as it loads
+  (``Scratch.unquantized``);
+- where the built model's budget differs from the workload's (a declared ``parameter_count``; a model type whose own
+  layers keep more, as GPT-NeoX's fused qkv output), a transformers launch says by how much on its plan
+  (``gap_note``).
 
 Which model type builds which architecture (``budgets.engine.schema.Architecture``; the engine counts q/k/v/o biases
 with ``attention_bias`` and, for a standard MLP, its two biases too, ``budgets/engine/models/spec.py``
@@ -21,7 +26,7 @@ with ``attention_bias`` and, for a standard MLP, its two biases too, ``budgets/e
 - a standard MLP with LayerNorm, biases everywhere, one KV head per query head: ``gpt_neox`` with sequential residuals
   (``use_parallel_residual`` off) and rotary embedding over the whole head (``rotary_pct`` 1.0), the ZeRO and
   Megatron papers' GPT layout;
-- anything else has no model type that builds it exactly, and no launch (``scratch_config`` says why).
+- anything else has no model type that builds it exactly, and no launch (``architecture_config`` says why).
 
 The mapping is checked twice (``tests/recommendations/test_scratch.py``): the engine's own reading of each written
 config.json (``budgets.engine.models.hf_config``) budgets the same bytes as the architecture, and, where the bench
@@ -42,7 +47,7 @@ from .plans import Plan, plan_workload
 
 #: The directory the launch's files create and the command loads.
 SCRATCH_DIR = "model"
-#: The script that writes random weights and the tokenizer into ``SCRATCH_DIR`` (training launches).
+#: The script that writes random weights (and a tokenizer) into ``SCRATCH_DIR``: the generate and training launches.
 INIT_SCRIPT = "init_model.py"
 #: Tokenizers with no gated download, by the number of ids they produce (``len(tokenizer)``): the largest one that the
 #: vocabulary holds is the launch's. GPT-2's BPE: 50,257 ids (openai-community/gpt2 tokenizer.json, the vocabulary
@@ -102,11 +107,16 @@ class Scratch:
         """What a run that loads the weights from ``SCRATCH_DIR`` writes first: the config and ``init_model.py``."""
         return self.config_file, (INIT_SCRIPT, INIT_SCRIPT_TEXT)
 
-    def unquantized(self, workload: Workload, quantizes: tuple[str, ...] = ()) -> str | None:
-        """Why a run that builds the weights in a float dtype is not the workload's quantized one (``quantizes``: the
-        weight precisions the run quantizes to as it loads): the config names no quantization method to build."""
+    def unquantized(self, workload: Workload, quantizes: tuple[str, ...] = (), dummy: bool = False) -> str | None:
+        """Why the run is not the workload's quantized one, or None when it is: ``quantizes``, the weight precisions
+        the run quantizes to as it loads; ``dummy``, a server whose dummy loader builds random weights of a given
+        config's ``quantization_config`` (``init_model.py`` builds float weights only)."""
         weights = workload.precision.weights
-        if weights in FLOAT_PRECISIONS or weights in quantizes or "quantization_config" in self.config:
+        quantized = "quantization_config" in self.config
+        if quantized and not dummy:
+            return ("the config.json names a quantization_config: init_model.py builds float weights, not a quantized"
+                    " checkpoint's; serve it (vLLM, SGLang) or give the checkpoint's repository")  # fmt: skip
+        if weights in FLOAT_PRECISIONS or weights in quantizes or quantized:
             return None
         return (
             f"{weights} weights: the config.json built from the workload's numbers names no quantization method,"

@@ -313,3 +313,21 @@ def test_quantized_weights_with_no_checkpoint_launch_only_where_the_run_quantize
     )  # fmt: skip
     launch = training_launch(qlora, {}, Plan(1, 1, 1))
     assert launch is not None and "--load_in_4bit" in launch.argv and "model" in launch.argv
+
+
+def test_a_quantized_config_without_a_repository_is_served_with_its_method_but_never_built_as_float() -> None:
+    """A repository-less config.json with a quantization_config: the servers' dummy loader builds its quantized
+    random weights; init_model.py, which builds float weights, has no launch for it."""
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 512,
+              "intermediate_size": 1536, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+              "vocab_size": 32000, "max_position_embeddings": 8192,
+              "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True,
+                                      "version": "gemm"}}  # fmt: skip
+    precision = {"precision": {"weights": "int4", "compute": "fp16"}}
+    served = vllm_launch(_configured(config, {**SERVING, **precision}), SETTINGS)
+    assert served is not None and "dummy" in served.argv
+    assert json.loads(dict(served.files)[f"{SCRATCH_DIR}/config.json"])["quantization_config"]["quant_method"] == "awq"
+    generate = {"inference": {**SERVING["inference"], "engine": "transformers"}, **precision}
+    assert transformers_launch(_configured(config, generate), {}, Plan(1, 1, 1)) is None
+    why = no_serving_launch(_configured(config, generate), {}, Plan(1, 1, 1))
+    assert why is not None and "init_model.py builds float weights" in why
