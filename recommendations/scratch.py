@@ -4,7 +4,8 @@ A workload that gives its model as an ``architecture`` (or as a ``hf_config`` wi
 ``_name_or_path``) has nothing for ``from_pretrained`` or a server to download. Its launch builds the model instead:
 
 - ``model/config.json`` (``Launch.files``): for an ``architecture``, the Hugging Face model type whose layers are
-  exactly the architecture's (``architecture_config``: every parameter vramplan counts, no more, no fewer); for a
+  exactly the architecture's (every parameter vramplan counts, no more, no fewer; the HF adapter writes it,
+  ``budgets.engine.models.hf_config.hf_config_of_architecture``, as model types are named only there); for a
   ``hf_config``, that config itself;
 - a server loads it with random weights (vLLM's and SGLang's ``--load-format dummy``) and a tokenizer whose ids all
   fall inside the vocabulary (``SCRATCH_TOKENIZERS``), since none comes with an architecture; transformers' generate
@@ -26,7 +27,7 @@ with ``attention_bias`` and, for a standard MLP, its two biases too, ``budgets/e
 - a standard MLP with LayerNorm, biases everywhere, one KV head per query head: ``gpt_neox`` with sequential residuals
   (``use_parallel_residual`` off) and rotary embedding over the whole head (``rotary_pct`` 1.0), the ZeRO and
   Megatron papers' GPT layout;
-- anything else has no model type that builds it exactly, and no launch (``architecture_config`` says why).
+- anything else has no model type that builds it exactly, and no launch (``hf_config_of_architecture`` says why).
 
 The mapping is checked twice (``tests/recommendations/test_scratch.py``): the engine's own reading of each written
 config.json (``budgets.engine.models.hf_config``) budgets the same bytes as the architecture, and, where the bench
@@ -41,6 +42,7 @@ from functools import lru_cache
 from typing import Any
 
 from budgets.engine import Workload, estimate, parameter_count
+from budgets.engine.models.hf_config import hf_config_of_architecture
 from budgets.engine.schema import FLOAT_PRECISIONS
 
 from .plans import Plan, plan_workload
@@ -148,45 +150,6 @@ class Scratch:
         return [init, *self.notes(tokenizer), *([gap] if gap is not None else [])]
 
 
-def architecture_config(workload: Workload, positions: int) -> dict[str, Any] | str:
-    """The config.json of the Hugging Face model type that builds the workload's ``architecture`` exactly, with room
-    for ``positions`` tokens; or why none does."""
-    assert workload.model is not None and workload.model.architecture is not None
-    a = workload.model.architecture
-    kv_heads = a.num_key_value_heads or a.num_attention_heads
-    head_dim = a.head_dim or a.hidden_size // a.num_attention_heads
-    common: dict[str, Any] = {
-        "hidden_size": a.hidden_size,
-        "num_hidden_layers": a.num_layers,
-        "num_attention_heads": a.num_attention_heads,
-        "vocab_size": a.vocab_size,
-        "tie_word_embeddings": a.tie_word_embeddings,
-        "max_position_embeddings": positions,
-    }
-    if a.mlp == "gated" and a.norm == "rms" and a.num_experts == 1:
-        return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **common,
-                "num_key_value_heads": kv_heads, "head_dim": head_dim, "intermediate_size": a.intermediate_size,
-                "hidden_act": "silu", "attention_bias": a.attention_bias, "mlp_bias": False}  # fmt: skip
-    if a.mlp == "gated" and a.norm == "rms" and not a.attention_bias:
-        return {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", **common,
-                "num_key_value_heads": kv_heads, "head_dim": head_dim,
-                "intermediate_size": a.moe_intermediate_size or a.intermediate_size, "hidden_act": "silu",
-                "num_local_experts": a.num_experts, "num_experts_per_tok": workload.spec.experts_per_token}  # fmt: skip
-    mha = kv_heads == a.num_attention_heads and a.num_attention_heads * head_dim == a.hidden_size
-    if a.mlp == "standard" and a.norm == "layer" and a.num_experts == 1 and a.attention_bias and mha:
-        return {"architectures": ["GPTNeoXForCausalLM"], "model_type": "gpt_neox", **common,
-                "intermediate_size": a.intermediate_size, "hidden_act": "gelu", "rotary_pct": 1.0,
-                "use_parallel_residual": False, "attention_bias": True}  # fmt: skip
-    if a.mlp == "gated" and a.norm == "rms":
-        return "routed experts with attention biases: Mixtral, the model type with these experts, has no biases"
-    if a.mlp == "standard" and a.norm == "layer":
-        return (
-            "a standard MLP with LayerNorm builds as GPT-NeoX only with biases everywhere, one KV head per query head"
-            " and no expert routing"
-        )
-    return f"a {a.mlp} MLP with {a.norm} norms: no Hugging Face model type pairs them as the architecture does"
-
-
 def scratch_model(workload: Workload, positions: int) -> Scratch | str:
     """The model a launch builds for a workload that names no checkpoint, room for ``positions`` tokens; or why it
     cannot (``give the checkpoint …``)."""
@@ -194,7 +157,7 @@ def scratch_model(workload: Workload, positions: int) -> Scratch | str:
     if model is None:
         return "the workload names no model"
     if model.architecture is not None:
-        config = architecture_config(workload, positions)
+        config = hf_config_of_architecture(workload.spec, positions)
         if isinstance(config, str):
             return f"{config}; give the checkpoint's repository (a preset) or its config.json (model.hf_config)"
     elif model.hf_config is not None:

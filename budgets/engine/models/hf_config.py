@@ -501,3 +501,47 @@ def _with_sliding_runs(spec: ModelSpec, window: int, sliding: tuple[bool, ...]) 
 
 
 _BUILDERS = {"gpt2": _build_gpt2, "opt": _build_opt, "gpt_neox": _build_gpt_neox}
+
+
+def hf_config_of_architecture(spec: ModelSpec, positions: int) -> dict[str, Any] | str:
+    """The config.json of the Hugging Face model type whose layers are exactly those of ``spec``, a workload's
+    ``architecture`` (``spec.from_architecture``: q/k/v/o biases with ``attention_bias``, a standard MLP's two biases
+    too), with room for ``positions`` tokens; or why no model type builds it. The inverse of this adapter's reading,
+    for a launch that builds the model (``recommendations.scratch``): a dense gated MLP with RMSNorm is Llama's
+    (modeling_llama.py: ``attention_bias`` on q/k/v/o, ``mlp_bias``, ``head_dim``); routed experts on every layer
+    without biases, Mixtral's; a standard MLP with LayerNorm and biases everywhere over one KV head per query head,
+    GPT-NeoX's with sequential residuals and rotary over the whole head (the ZeRO and Megatron GPT layout)."""
+    if spec.model_type != "custom":
+        raise ValueError(f"not an architecture's spec: model_type {spec.model_type}")
+    common: dict[str, Any] = {
+        "hidden_size": spec.hidden_size,
+        "num_hidden_layers": spec.num_layers,
+        "num_attention_heads": spec.num_attention_heads,
+        "vocab_size": spec.vocab_size,
+        "tie_word_embeddings": spec.tie_word_embeddings,
+        "max_position_embeddings": positions,
+    }
+    heads = {"num_key_value_heads": spec.num_kv_heads, "head_dim": spec.head_dim}
+    gated_rms = spec.mlp == "gated" and spec.norm == "rms"
+    if gated_rms and spec.num_experts == 1:
+        return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **common, **heads,
+                "intermediate_size": spec.intermediate_size, "hidden_act": "silu", "attention_bias": spec.qkv_bias,
+                "mlp_bias": False}  # fmt: skip
+    if gated_rms and not spec.qkv_bias:
+        return {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", **common, **heads,
+                "intermediate_size": spec.expert_intermediate_size, "hidden_act": "silu",
+                "num_local_experts": spec.num_experts, "num_experts_per_tok": spec.experts_per_token}  # fmt: skip
+    mha = spec.num_kv_heads == spec.num_attention_heads and spec.num_attention_heads * spec.head_dim == spec.hidden_size
+    standard_layer = spec.mlp == "standard" and spec.norm == "layer"
+    if standard_layer and spec.num_experts == 1 and spec.qkv_bias and mha:
+        return {"architectures": ["GPTNeoXForCausalLM"], "model_type": "gpt_neox", **common,
+                "intermediate_size": spec.intermediate_size, "hidden_act": "gelu", "rotary_pct": 1.0,
+                "use_parallel_residual": False, "attention_bias": True}  # fmt: skip
+    if gated_rms:
+        return "routed experts with attention biases: Mixtral, the model type with these experts, has no biases"
+    if standard_layer:
+        return (
+            "a standard MLP with LayerNorm builds as GPT-NeoX only with biases everywhere, one KV head per query head"
+            " and no expert routing"
+        )
+    return f"a {spec.mlp} MLP with {spec.norm} norms: no Hugging Face model type pairs them as the architecture does"
