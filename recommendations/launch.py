@@ -180,10 +180,8 @@ def _served(workload: Workload, engine: str, settings: Mapping[str, Any], *neede
     repo = workload.model.hf_repo() if workload.model is not None else None
     if repo is not None:
         return repo
-    scratch = scratch_model(workload, settings["max_model_len"])
-    if isinstance(scratch, str) or scratch.unquantized(workload, ON_THE_FLY, dummy=True) is not None:
-        return None
-    return scratch
+    scratch = scratch_model(workload, settings["max_model_len"], ON_THE_FLY, dummy=True)
+    return None if isinstance(scratch, str) else scratch
 
 
 def _scratch_flags(scratch: Scratch | None, load_format: str, tokenizer: str) -> list[tuple[str, object]]:
@@ -460,9 +458,7 @@ def no_serving_launch(workload: Workload, settings: Mapping[str, Any], plan: Pla
     if inference.engine not in SERVING_LAUNCHES:
         return f"the {inference.engine} engine names no server to launch: choose vllm, sglang, transformers or generic"
     max_model_len = settings.get("max_model_len")
-    scratch = scratch_model(workload, max_model_len) if max_model_len is not None else None
-    if isinstance(scratch, Scratch):
-        scratch = scratch.unquantized(workload, ON_THE_FLY, dummy=True)
+    scratch = scratch_model(workload, max_model_len, ON_THE_FLY, dummy=True) if max_model_len is not None else None
     if isinstance(scratch, str):
         return f"the workload names no checkpoint to load, and vramplan cannot build one: {scratch}"
     return "the workload names no checkpoint to load (a preset's repository, or a config.json's _name_or_path)"

@@ -337,10 +337,8 @@ def _launch(workload: Workload, settings: Mapping[str, Any], plan: Plan | None) 
     scratch = None
     if repo is None:  # the model built from the workload's numbers, its random weights written first
         found = scratch_model(workload, inference.max_input_tokens + inference.max_output_tokens)
-        refusal = found if isinstance(found, str) else found.unquantized(workload)
-        if refusal is not None:
-            return f"the workload names no checkpoint for from_pretrained, and vramplan cannot build one: {refusal}"
-        assert not isinstance(found, str)
+        if isinstance(found, str):
+            return f"the workload names no checkpoint for from_pretrained, and vramplan cannot build one: {found}"
         scratch, repo = found, SCRATCH_DIR
     chosen = entry_plan(settings, plan)
     if chosen is None:

@@ -150,9 +150,12 @@ class Scratch:
         return [init, *self.notes(tokenizer), *([gap] if gap is not None else [])]
 
 
-def scratch_model(workload: Workload, positions: int) -> Scratch | str:
+def scratch_model(
+    workload: Workload, positions: int, quantizes: tuple[str, ...] = (), dummy: bool = False
+) -> Scratch | str:
     """The model a launch builds for a workload that names no checkpoint, room for ``positions`` tokens; or why it
-    cannot (``give the checkpoint …``)."""
+    cannot (``give the checkpoint …``), the workload's quantized weights included (``Scratch.unquantized``: what the
+    run quantizes as it loads, ``quantizes``; a server's ``dummy`` loader)."""
     model = workload.model
     if model is None:
         return "the workload names no model"
@@ -170,7 +173,8 @@ def scratch_model(workload: Workload, positions: int) -> Scratch | str:
     tokenizer = next((name for size, name in SCRATCH_TOKENIZERS if size <= spec.vocab_size), None)
     if tokenizer is None:
         return f"vocab_size {spec.vocab_size}: no tokenizer vramplan knows fits in it (the smallest has 384 ids)"
-    return Scratch(config, tokenizer, spec.vocab_size, parameter_count(spec).total, model.parameter_count)
+    scratch = Scratch(config, tokenizer, spec.vocab_size, parameter_count(spec).total, model.parameter_count)
+    return scratch.unquantized(workload, quantizes, dummy) or scratch
 
 
 def built_budget_gap(workload: Workload, scratch: Scratch, plan: Plan) -> int:
@@ -191,7 +195,7 @@ def gap_note(workload: Workload, scratch: Scratch, plan: Plan) -> str | None:
     """The note a launch that runs the built model in transformers carries where its budget on ``plan`` is another
     than the workload's."""
     gap = built_budget_gap(workload, scratch, plan)
-    if abs(gap) < 2**20:  # under a MiB: the same budget
+    if round(abs(gap) / 2**30, 2) == 0:  # nothing at the note's precision
         return None
     return (
         f"the {scratch.config['model_type']} model transformers builds budgets {abs(gap) / 2**30:.2f} GiB per device"

@@ -510,13 +510,11 @@ def _hf_scratch(draft: _HfDraft, workload: Workload, dtype: str, plan: Plan) -> 
     its config.json and ``init_model.py`` as files, the step that writes the random weights first, and the
     directory to load; or why none can be built."""
     assert workload.training is not None
-    found = scratch_model(workload, workload.training.sequence_length)
     # QLoRA's base is quantized as it loads (--load_in_4bit), from the random bf16 weights init_model.py writes
-    refusal = found if isinstance(found, str) else found.unquantized(workload, FOUR_BIT)
-    if refusal is not None:
-        draft.refuse(f"the workload names no checkpoint for trl sft to load, and vramplan cannot build one: {refusal}")
+    found = scratch_model(workload, workload.training.sequence_length, FOUR_BIT)
+    if isinstance(found, str):
+        draft.refuse(f"the workload names no checkpoint for trl sft to load, and vramplan cannot build one: {found}")
         return None
-    assert not isinstance(found, str)
     draft.files += found.init_files
     draft.notes += found.init_notes(workload, plan, dtype, tokenizer=True)
     return SCRATCH_DIR

@@ -32,6 +32,7 @@ from recommendations.scratch import (
     INIT_SCRIPT,
     INIT_SCRIPT_TEXT,
     SCRATCH_DIR,
+    SCRATCH_TOKENIZERS,
     Scratch,
     built_budget_gap,
     scratch_model,
@@ -241,7 +242,8 @@ def test_transformers_builds_the_parameters_vramplan_counts(name: str, tmp_path:
     """The launch's ``init_model.py``, run by transformers on the CPU for the config.json it is given (the ZeRO
     paper's 7.5B on the meta device, its weights too large to write here), builds exactly the parameters the
     engine counts for the architecture."""
-    pytest.importorskip("transformers")  # the bench extra
+    transformers = pytest.importorskip("transformers")  # the bench extra
+    assert len(transformers.ByT5Tokenizer()) == {name: size for size, name in SCRATCH_TOKENIZERS}["google/byt5-small"]
     workload = _workload(ARCHITECTURES[name][1], TRAINING)
     scratch = scratch_model(workload, 1024)
     assert isinstance(scratch, Scratch)
